@@ -1,0 +1,415 @@
+//! Chunking: a document's text in, passages with stable IDs out.
+//!
+//! A document is cut into *units* (a Markdown block, a list item, a paragraph of plain text) by
+//! `markdown` or `text`; this module packs consecutive units of one section into chunks of about
+//! the target size and names each chunk by `ids::chunk_id`. Sizes are measured on normalised text,
+//! so a whitespace-only edit moves no boundary and changes no ID.
+//!
+//! Chunking never fails: odd input gives fewer chunks and a warning. It does no I/O.
+
+mod front_matter;
+mod markdown;
+mod text;
+
+use std::ops::Range;
+
+use crate::ids::{self, ChunkId};
+
+/// The default target size of a chunk, in characters of normalised text.
+pub const DEFAULT_CHUNK_SIZE: usize = 1000;
+
+/// How a document is read, chosen by its file name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DocKind {
+    Markdown,
+    PlainText,
+}
+
+impl DocKind {
+    /// The kind for a file name, or `None` when groundidx does not index such files.
+    pub fn from_file_name(name: &str) -> Option<DocKind> {
+        let (_, extension) = name.rsplit_once('.')?;
+        match extension.to_ascii_lowercase().as_str() {
+            "md" | "markdown" => Some(DocKind::Markdown),
+            "txt" => Some(DocKind::PlainText),
+            _ => None,
+        }
+    }
+}
+
+/// Chunking settings.
+#[derive(Clone, Copy, Debug)]
+pub struct ChunkConfig {
+    /// Target size in characters; a chunk grows past it only to keep a unit whole.
+    pub target_size: usize,
+}
+
+impl Default for ChunkConfig {
+    fn default() -> Self {
+        ChunkConfig {
+            target_size: DEFAULT_CHUNK_SIZE,
+        }
+    }
+}
+
+/// One passage of a document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    pub id: ChunkId,
+    /// Title (from front matter) and the headings above the passage, outermost first.
+    pub heading_path: Vec<String>,
+    /// The passage as written in the source (Markdown kept), without its heading line.
+    pub text: String,
+    /// First and last line in the source file, 1-based and inclusive.
+    pub lines: (u32, u32),
+    /// Position of the chunk in its document, from 0.
+    pub ordinal: u32,
+}
+
+/// A chunked document.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChunkedDocument {
+    pub title: Option<String>,
+    pub tags: Vec<String>,
+    pub chunks: Vec<Chunk>,
+    /// Problems worth telling the user about; the chunks are still as good as the input allows.
+    pub warnings: Vec<String>,
+}
+
+/// Chunks a whole document. Never fails and never panics on any input.
+pub fn chunk_document(kind: DocKind, text: &str, config: &ChunkConfig) -> ChunkedDocument {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let lines = LineIndex::new(text);
+    let target_size = config.target_size.max(1);
+    match kind {
+        DocKind::Markdown => {
+            let front = front_matter::split(text);
+            let units = markdown::units(text, front.body_start);
+            let mut warnings: Vec<String> = front.warning.into_iter().collect();
+            let chunks = pack(text, &units, front.title.as_deref(), target_size, &lines);
+            if chunks.is_empty() && text[front.body_start..].trim().is_empty() {
+                warnings.push("no text to index".to_string());
+            }
+            ChunkedDocument {
+                title: front.title.or_else(|| first_heading(&units)),
+                tags: front.tags,
+                chunks,
+                warnings,
+            }
+        }
+        DocKind::PlainText => {
+            let units = text::units(text);
+            let chunks = pack(text, &units, None, target_size, &lines);
+            let warnings = if chunks.is_empty() {
+                vec!["no text to index".to_string()]
+            } else {
+                Vec::new()
+            };
+            ChunkedDocument {
+                title: None,
+                tags: Vec::new(),
+                chunks,
+                warnings,
+            }
+        }
+    }
+}
+
+/// A piece of a document that chunking keeps whole where it can.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Unit {
+    /// A heading: it closes the current chunk and changes the heading path.
+    Heading { level: u8, text: String },
+    /// A block of body text: `range` is its byte range in the document.
+    Body { range: Range<usize> },
+}
+
+fn first_heading(units: &[Unit]) -> Option<String> {
+    units.iter().find_map(|unit| match unit {
+        Unit::Heading { level: 1, text } if !text.is_empty() => Some(text.clone()),
+        _ => None,
+    })
+}
+
+/// Packs units into chunks: consecutive body units of one section, until the target size.
+/// A body unit over twice the target is cut at line (or, failing that, word) boundaries.
+fn pack(
+    text: &str,
+    units: &[Unit],
+    title: Option<&str>,
+    target_size: usize,
+    lines: &LineIndex,
+) -> Vec<Chunk> {
+    let mut packer = Packer {
+        text,
+        lines,
+        target_size,
+        headings: Vec::new(),
+        title: title.map(ids::normalise).filter(|t| !t.is_empty()),
+        current: None,
+        current_size: 0,
+        chunks: Vec::new(),
+    };
+    for unit in units {
+        match unit {
+            Unit::Heading { level, text } => {
+                packer.flush();
+                packer.headings.retain(|(l, _)| l < level);
+                packer.headings.push((*level, ids::normalise(text)));
+            }
+            Unit::Body { range } => {
+                let size = normalised_len(&text[range.clone()]);
+                if size > 2 * target_size {
+                    for piece in cut(text, range.clone(), target_size) {
+                        let piece_size = normalised_len(&text[piece.clone()]);
+                        packer.add(piece, piece_size);
+                    }
+                } else {
+                    packer.add(range.clone(), size);
+                }
+            }
+        }
+    }
+    packer.flush();
+    packer.chunks
+}
+
+struct Packer<'a> {
+    text: &'a str,
+    lines: &'a LineIndex,
+    target_size: usize,
+    headings: Vec<(u8, String)>,
+    title: Option<String>,
+    current: Option<Range<usize>>,
+    current_size: usize,
+    chunks: Vec<Chunk>,
+}
+
+impl Packer<'_> {
+    fn add(&mut self, range: Range<usize>, size: usize) {
+        if size == 0 {
+            return;
+        }
+        if let Some(current) = &self.current {
+            if self.current_size + 1 + size > self.target_size {
+                self.flush();
+            } else {
+                self.current = Some(current.start..range.end);
+                self.current_size += 1 + size;
+                return;
+            }
+        }
+        self.current = Some(range);
+        self.current_size = size;
+    }
+
+    fn flush(&mut self) {
+        let Some(range) = self.current.take() else {
+            return;
+        };
+        self.current_size = 0;
+        let body = self.text[range.clone()].trim_end();
+        if body.trim().is_empty() {
+            return;
+        }
+        let mut heading_path: Vec<String> = Vec::with_capacity(self.headings.len() + 1);
+        if let Some(title) = &self.title
+            && self.headings.first().map(|(_, h)| h) != Some(title)
+        {
+            heading_path.push(title.clone());
+        }
+        heading_path.extend(self.headings.iter().map(|(_, h)| h.clone()));
+        let end = range.start + body.len();
+        self.chunks.push(Chunk {
+            id: ids::chunk_id(&heading_path, body),
+            heading_path,
+            text: body.to_string(),
+            lines: (
+                self.lines.line_of(range.start),
+                self.lines.line_of(end.saturating_sub(1).max(range.start)),
+            ),
+            ordinal: u32::try_from(self.chunks.len()).unwrap_or(u32::MAX),
+        });
+    }
+}
+
+fn normalised_len(text: &str) -> usize {
+    ids::normalise(text).chars().count()
+}
+
+/// Cuts an oversized range into pieces of at most about `target_size` characters, at line
+/// boundaries where possible and at white space otherwise; a single "word" longer than the
+/// target is cut at a character boundary. The pieces cover the range in order.
+fn cut(text: &str, range: Range<usize>, target_size: usize) -> Vec<Range<usize>> {
+    let mut pieces = Vec::new();
+    let mut start = range.start;
+    while start < range.end {
+        let rest = &text[start..range.end];
+        // Where the piece would end if cut at exactly `target_size` characters.
+        let hard_end = rest
+            .char_indices()
+            .nth(target_size)
+            .map_or(rest.len(), |(i, _)| i);
+        if hard_end == rest.len() {
+            pieces.push(start..range.end);
+            break;
+        }
+        let window = &rest[..hard_end];
+        let cut_at = window
+            .rfind('\n')
+            .map(|i| i + 1)
+            .filter(|&i| i > hard_end / 4)
+            .or_else(|| {
+                window
+                    .rfind(char::is_whitespace)
+                    .filter(|&i| i > 0)
+                    .map(|i| i + window[i..].chars().next().map_or(1, char::len_utf8))
+            })
+            .unwrap_or(hard_end);
+        pieces.push(start..start + cut_at);
+        start += cut_at;
+    }
+    pieces
+}
+
+/// Maps byte offsets to 1-based line numbers.
+struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    fn new(text: &str) -> LineIndex {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex { starts }
+    }
+
+    fn line_of(&self, offset: usize) -> u32 {
+        let line = self.starts.partition_point(|&start| start <= offset);
+        u32::try_from(line).unwrap_or(u32::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ChunkConfig, DocKind, chunk_document, cut};
+
+    fn chunks(text: &str, target_size: usize) -> Vec<(String, String, (u32, u32))> {
+        chunk_document(DocKind::Markdown, text, &ChunkConfig { target_size })
+            .chunks
+            .into_iter()
+            .map(|c| (c.heading_path.join(" > "), c.text, c.lines))
+            .collect()
+    }
+
+    fn check(text: &str, target_size: usize, expect: &[(&str, &str, (u32, u32))]) {
+        let got = chunks(text, target_size);
+        let expect: Vec<(String, String, (u32, u32))> = expect
+            .iter()
+            .map(|(h, t, l)| (h.to_string(), t.to_string(), *l))
+            .collect();
+        assert_eq!(got, expect, "input: {text:?}");
+    }
+
+    #[test]
+    fn headings_split_sections() {
+        check(
+            "# Guide\n\nIntro.\n\n## Install\n\nRun it.\n",
+            1000,
+            &[
+                ("Guide", "Intro.", (3, 3)),
+                ("Guide > Install", "Run it.", (7, 7)),
+            ],
+        );
+    }
+
+    #[test]
+    fn front_matter_title_leads_the_path_and_is_not_body() {
+        check(
+            "---\ntitle: Handbook\ntags: [a]\n---\n## Keys\n\nRotate.\n",
+            1000,
+            &[("Handbook > Keys", "Rotate.", (7, 7))],
+        );
+        check(
+            "---\ntitle: Same\n---\n# Same\n\nBody.\n",
+            1000,
+            &[("Same", "Body.", (6, 6))],
+        );
+    }
+
+    #[test]
+    fn paragraphs_pack_to_the_target() {
+        check(
+            "aaaa\n\nbbbb\n\ncccc\n",
+            10,
+            &[("", "aaaa\n\nbbbb", (1, 3)), ("", "cccc", (5, 5))],
+        );
+    }
+
+    #[test]
+    fn code_block_is_never_split_below_twice_the_target() {
+        let text = "# T\n\n```\nline one\n\nline two\n```\n";
+        check(text, 13, &[("T", "```\nline one\n\nline two\n```", (3, 7))]);
+    }
+
+    #[test]
+    fn list_items_are_units() {
+        check(
+            "- one one\n- two two\n- three three\n",
+            20,
+            &[
+                ("", "- one one\n- two two", (1, 2)),
+                ("", "- three three", (3, 3)),
+            ],
+        );
+    }
+
+    #[test]
+    fn cut_covers_the_range() {
+        let text = "word ".repeat(100) + "é".repeat(50).as_str();
+        let pieces = cut(&text, 0..text.len(), 30);
+        assert_eq!(pieces.first().map(|r| r.start), Some(0));
+        assert_eq!(pieces.last().map(|r| r.end), Some(text.len()));
+        for pair in pieces.windows(2) {
+            assert_eq!(pair[0].end, pair[1].start);
+        }
+    }
+
+    #[test]
+    fn whitespace_edit_keeps_ids() {
+        let config = ChunkConfig::default();
+        let a = chunk_document(DocKind::Markdown, "# T\n\nsome text here\n", &config);
+        let b = chunk_document(
+            DocKind::Markdown,
+            "# T\n\n\nsome   text\nhere   \n\n",
+            &config,
+        );
+        assert_eq!(a.chunks[0].id, b.chunks[0].id);
+    }
+
+    #[test]
+    fn bom_crlf_and_empty() {
+        let doc = chunk_document(
+            DocKind::Markdown,
+            "\u{feff}# T\r\n\r\nx\r\n",
+            &ChunkConfig::default(),
+        );
+        assert_eq!(doc.chunks.len(), 1);
+        assert_eq!(doc.chunks[0].heading_path, ["T"]);
+        assert_eq!(doc.chunks[0].text, "x");
+        let empty = chunk_document(DocKind::Markdown, "", &ChunkConfig::default());
+        assert!(empty.chunks.is_empty());
+        assert_eq!(empty.warnings, ["no text to index"]);
+    }
+
+    #[test]
+    fn plain_text_chunks_on_blank_lines() {
+        let doc = chunk_document(
+            DocKind::PlainText,
+            "one\ntwo\n\n\nthree\n",
+            &ChunkConfig { target_size: 5 },
+        );
+        let texts: Vec<&str> = doc.chunks.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(texts, ["one\ntwo", "three"]);
+    }
+}

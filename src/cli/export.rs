@@ -1,0 +1,29 @@
+//! `groundidx export`
+
+use std::io::Write;
+
+use groundidx::store::StoreReader;
+use groundidx::{Error, Result, export};
+
+use crate::cli::{Cli, ExitCode};
+
+/// Print every chunk as one JSON object per line: chunk_id, paths, heading, lines, text.
+///
+/// Read from the ledger alone, in chunk ID order; for an embedding pipeline or a backup.
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
+    let reader = StoreReader::open(&cli.store_dir())?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    export::export(&reader, |chunk| {
+        serde_json::to_writer(&mut out, chunk)
+            .map_err(|err| Error::io("write to stdout", err.into()))?;
+        out.write_all(b"\n")
+            .map_err(|err| Error::io("write to stdout", err))
+    })?;
+    out.flush()
+        .map_err(|err| Error::io("write to stdout", err))?;
+    Ok(ExitCode::Success)
+}

@@ -1,0 +1,112 @@
+//! `groundidx ingest DIR…`
+
+use std::path::PathBuf;
+
+use clap::builder::TypedValueParser as _;
+use groundidx::Result;
+use groundidx::chunk::{ChunkConfig, DEFAULT_CHUNK_SIZE};
+use groundidx::ingest::{
+    self, DEFAULT_BATCH_FILES, DEFAULT_MAX_FILE_SIZE, IngestConfig, IngestReport,
+};
+use groundidx::store::Store;
+
+use crate::cli::output;
+use crate::cli::progress::Bar;
+use crate::cli::{Cli, ExitCode, WaitArgs};
+
+/// Index folders of Markdown (.md, .markdown) and text (.txt).
+///
+/// Unchanged files (same size, mtime and inode) are not read again; changed files replace only
+/// the chunks that changed; files gone from a folder leave the index, but only after a walk
+/// that could read everything under them. Exit 3 when some path could not be read, 75 when
+/// another writer holds the store.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Folders to ingest; each one is a root, and a run never touches documents of other roots
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+
+    /// Leave out files and folders matching this glob (a name, or a path with '/'); repeatable
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+
+    /// Target chunk size in characters
+    #[arg(long, value_name = "CHARS", default_value_t = DEFAULT_CHUNK_SIZE, value_parser = clap::value_parser!(u32).range(50..=100_000).map(|v| v as usize))]
+    pub chunk_size: usize,
+
+    /// Read and hash every file, ignoring the stat cache
+    #[arg(long)]
+    pub rehash: bool,
+
+    /// Allow a run to remove more than half of a folder's documents
+    #[arg(long)]
+    pub allow_mass_delete: bool,
+
+    /// Skip files larger than this many bytes, with a warning
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_FILE_SIZE)]
+    pub max_file_size: u64,
+
+    /// Files per committed batch
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BATCH_FILES, hide = true)]
+    pub batch_files: usize,
+
+    #[command(flatten)]
+    pub wait: WaitArgs,
+}
+
+pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
+    let config = IngestConfig {
+        chunk: ChunkConfig {
+            target_size: args.chunk_size,
+        },
+        excludes: args.exclude.clone(),
+        rehash: args.rehash,
+        allow_mass_delete: args.allow_mass_delete,
+        max_file_size: args.max_file_size,
+        batch_files: args.batch_files,
+    };
+    // Check the folders before waiting for a lock or creating a store.
+    for dir in &args.dirs {
+        ingest::canonical_root(dir)?;
+    }
+    let (mut store, _caught_up) = Store::open(&cli.store_dir(), args.wait.lock_wait())?;
+    let bar = Bar::new(cli.quiet || cli.json);
+    let result = ingest::ingest(&mut store, &args.dirs, &config, &bar);
+    bar.finish();
+    let report = result?;
+    store.close()?;
+    print_report(cli, &report)?;
+    Ok(if report.held_back() {
+        ExitCode::HeldBack
+    } else {
+        ExitCode::Success
+    })
+}
+
+fn print_report(cli: &Cli, report: &IngestReport) -> Result<()> {
+    if cli.json {
+        return output::json(report);
+    }
+    // Under --quiet, a warning is worth a cron mail only when it changed the exit status.
+    if !cli.quiet || report.held_back() {
+        for warning in &report.warnings {
+            output::warning(&warning.path, &warning.message);
+        }
+    }
+    if cli.quiet {
+        return Ok(());
+    }
+    let d = &report.documents;
+    output::line(format!(
+        "documents  {} added, {} changed, {} removed, {} renamed, {} unchanged, {} skipped",
+        d.added, d.changed, d.removed, d.renamed, d.unchanged, d.skipped
+    ))?;
+    output::line(format!(
+        "chunks     {} added, {} removed",
+        report.chunks.added, report.chunks.removed
+    ))?;
+    output::line(format!(
+        "generation {} in {} ms",
+        report.generation, report.duration_ms
+    ))
+}

@@ -1,0 +1,113 @@
+//! The command line: global arguments, the subcommands, and which store they act on.
+//!
+//! Each subcommand has its own file with its `Args` and a `run` that calls the library and
+//! hands the result to `output`. Nothing here decides how indexing works.
+
+mod exit_code;
+mod export;
+mod ingest;
+mod output;
+mod progress;
+mod rebuild;
+mod search;
+mod status;
+mod verify;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use groundidx::store::LockWait;
+
+pub use exit_code::ExitCode;
+
+/// A content-addressed, idempotent indexer for documents that AI agents search.
+///
+/// groundidx walks folders of Markdown and text, splits each document into chunks with stable
+/// IDs, and keeps them in a SQLite ledger and a Tantivy index that stay consistent through
+/// crashes. Running it again on the same documents writes nothing.
+#[derive(Debug, Parser)]
+#[command(name = "groundidx", version, max_term_width = 100)]
+pub struct Cli {
+    /// The store folder [default: .groundidx in the current folder]
+    #[arg(long, global = true, env = "GROUNDIDX_STORE", value_name = "DIR")]
+    pub store: Option<PathBuf>,
+
+    /// Print machine-readable JSON on stdout
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Print nothing on success (errors and warnings still go to stderr)
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Index folders: add new and changed documents, drop deleted ones
+    Ingest(ingest::Args),
+    /// Search the index
+    Search(search::Args),
+    /// Show what the store holds and how fresh it is
+    Status(status::Args),
+    /// Check that the index holds exactly the ledger's chunks, each once (exit 0 / 1)
+    Verify(verify::Args),
+    /// Make the index again from the ledger alone
+    Rebuild(rebuild::Args),
+    /// Print every chunk as one JSON object per line
+    Export(export::Args),
+}
+
+/// How long a writer waits for the store's lock.
+#[derive(Debug, clap::Args)]
+pub struct WaitArgs {
+    /// Wait up to this many seconds for another writer to finish, then exit 75
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub wait: u64,
+
+    /// Exit 75 at once if another writer holds the store
+    #[arg(long, conflicts_with = "wait")]
+    pub no_wait: bool,
+}
+
+impl WaitArgs {
+    pub fn lock_wait(&self) -> LockWait {
+        if self.no_wait {
+            LockWait::NoWait
+        } else {
+            LockWait::Wait(Duration::from_secs(self.wait))
+        }
+    }
+}
+
+impl Cli {
+    /// The store folder: `--store`, else `GROUNDIDX_STORE`, else `.groundidx/`.
+    pub fn store_dir(&self) -> PathBuf {
+        self.store
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(".groundidx"))
+    }
+}
+
+/// Runs the parsed command and returns the exit status; errors are printed here.
+pub fn run(cli: &Cli) -> ExitCode {
+    let result = match &cli.command {
+        Command::Ingest(args) => ingest::run(cli, args),
+        Command::Search(args) => search::run(cli, args),
+        Command::Status(args) => status::run(cli, args),
+        Command::Verify(args) => verify::run(cli, args),
+        Command::Rebuild(args) => rebuild::run(cli, args),
+        Command::Export(args) => export::run(cli, args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            output::error(&error);
+            ExitCode::of(&error)
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! Printing: JSON for scripts on stdout, short aligned text for people, warnings on stderr.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use groundidx::{Error, Result};
+
+/// Prints one value as a JSON document on its own line.
+pub fn json<T: Serialize>(value: &T) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, value)
+        .map_err(|err| Error::io("write JSON to stdout", err.into()))?;
+    writeln!(out).map_err(|err| Error::io("write to stdout", err))
+}
+
+/// Prints a line for people on stdout.
+pub fn line(text: impl AsRef<str>) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", text.as_ref()).map_err(|err| Error::io("write to stdout", err))
+}
+
+/// Prints a warning on stderr.
+pub fn warning(path: &str, message: &str) {
+    eprintln!("warning: {path}: {message}");
+}
+
+/// Prints an error on stderr, in the `error: …` / `hint: …` form.
+pub fn error(error: &Error) {
+    eprintln!("error: {error}");
+}

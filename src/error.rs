@@ -1,0 +1,104 @@
+//! The library's one error type.
+//!
+//! A variant exists only when a caller acts on it differently (the CLI maps them to exit codes in
+//! `cli/exit_code.rs`; the server maps them to tool errors and HTTP statuses). Foreign errors are
+//! wrapped with the path or operation they happened on. A bad input *file* is never an `Error`:
+//! it is a `Warning` in the ingest report.
+
+use std::path::PathBuf;
+
+/// Result with the library's error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Another process holds the store's writer lock.
+    #[error(
+        "another groundidx process is writing to the store at {path}\nhint: wait for it, or pass --wait SECONDS"
+    )]
+    LockBusy { path: PathBuf },
+
+    /// The store was written by a newer (or unknown) version of groundidx.
+    #[error(
+        "the store at {path} has schema version {found}, this groundidx understands {expected}\nhint: use the groundidx that wrote it, or ingest into a new --store"
+    )]
+    SchemaVersion {
+        path: PathBuf,
+        found: i64,
+        expected: i64,
+    },
+
+    /// No store exists where one was expected (a reader never creates one).
+    #[error(
+        "no groundidx store at {path}\nhint: run `groundidx ingest DIR` first, or pass --store"
+    )]
+    NoStore { path: PathBuf },
+
+    /// The run would remove more than half of the documents under a root.
+    #[error(
+        "refusing to remove {removing} of {existing} documents under {root}: the folder may be empty or unmounted\nhint: pass --allow-mass-delete if this is meant"
+    )]
+    MassDelete {
+        root: PathBuf,
+        removing: usize,
+        existing: usize,
+    },
+
+    /// Bad input from the user (a folder that does not exist, a bad glob, a bad argument).
+    #[error("{0}")]
+    Usage(String),
+
+    /// The ledger database is busy or locked beyond its timeout; retrying later may succeed.
+    #[error("the ledger is busy ({context}); retry shortly")]
+    Busy { context: String },
+
+    /// An idempotency key was reused with other arguments.
+    #[error("idempotency key '{key}' was first used with different arguments")]
+    KeyConflict { key: String },
+
+    /// The caller's quota is used up.
+    #[error("rate limit exceeded; retry after {retry_after_seconds} s")]
+    RateLimited { retry_after_seconds: u64 },
+
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("ledger {context}: {source}")]
+    Ledger {
+        context: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    #[error("index {context}: {source}")]
+    Index {
+        context: String,
+        #[source]
+        source: tantivy::TantivyError,
+    },
+
+    /// The ledger and the index disagree in a way a replay cannot heal.
+    #[error("store is inconsistent: {0}\nhint: run `groundidx rebuild`")]
+    Inconsistent(String),
+}
+
+impl Error {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// True when retrying the same operation later may succeed without any change.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::LockBusy { .. } | Error::Busy { .. } | Error::RateLimited { .. }
+        )
+    }
+}

@@ -1,0 +1,213 @@
+//! Identity: the hashes that name documents and chunks, and the text normaliser behind them.
+//!
+//! This is the only module that calls blake3. Every hash input starts with a version tag, so a
+//! future change of normalisation or chunking shows up as a visible migration (new IDs), never as
+//! a silent re-index under the old names. It does not decide what a chunk is; `chunk` does.
+
+use std::fmt;
+use std::str::FromStr;
+
+use unicode_normalization::UnicodeNormalization;
+
+/// Version tag mixed into every chunk ID.
+pub const CHUNK_ID_VERSION: &str = "groundidx-chunk-v1";
+/// Version tag mixed into every idempotency fingerprint.
+pub const FINGERPRINT_VERSION: &str = "groundidx-idem-v1";
+
+macro_rules! hash_newtype {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name([u8; 32]);
+
+        impl $name {
+            /// The raw 32 bytes, as stored in the ledger.
+            pub fn as_bytes(&self) -> &[u8; 32] {
+                &self.0
+            }
+
+            /// Rebuilds the value from 32 raw bytes; `None` when the length is wrong.
+            pub fn from_slice(bytes: &[u8]) -> Option<Self> {
+                bytes.try_into().ok().map(Self)
+            }
+
+            /// Lowercase hex, the only form IDs are printed in.
+            pub fn to_hex(&self) -> String {
+                blake3::Hash::from_bytes(self.0).to_hex().to_string()
+            }
+
+            /// The first eight bytes as a number, for compact in-memory sets and fast fields.
+            pub fn short(&self) -> u64 {
+                u64::from_le_bytes(self.0[..8].try_into().expect("a hash has 32 bytes"))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.to_hex())
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({})", stringify!($name), &self.to_hex()[..12])
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = InvalidId;
+
+            fn from_str(s: &str) -> Result<Self, InvalidId> {
+                if s.len() != 64 || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+                    return Err(InvalidId);
+                }
+                blake3::Hash::from_hex(s).map(|h| Self(*h.as_bytes())).map_err(|_| InvalidId)
+            }
+        }
+    };
+}
+
+hash_newtype!(
+    /// blake3 of a document's bytes. A renamed file keeps its `DocHash`.
+    DocHash
+);
+hash_newtype!(
+    /// blake3 of the version tag, the heading path and the normalised chunk text.
+    ChunkId
+);
+
+/// A string that is not 64 lowercase hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvalidId;
+
+impl fmt::Display for InvalidId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("not a chunk id: expected 64 lowercase hex digits")
+    }
+}
+
+impl std::error::Error for InvalidId {}
+
+/// The ledger's generation counter. It goes up by one with every ledger commit that changes the
+/// set of chunks; the Tantivy commit payload holds the generation the index has applied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Generation(pub u64);
+
+impl Generation {
+    pub fn next(self) -> Generation {
+        Generation(self.0 + 1)
+    }
+}
+
+impl fmt::Display for Generation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Hashes a document's bytes.
+pub fn doc_hash(bytes: &[u8]) -> DocHash {
+    DocHash(*blake3::hash(bytes).as_bytes())
+}
+
+/// Normalises text for identity: Unicode NFC, trimmed, every run of white space folded to one
+/// space. A whitespace-only edit therefore leaves every chunk ID as it was.
+pub fn normalise(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut pending_space = false;
+    for c in text.nfc() {
+        if c.is_whitespace() {
+            pending_space = !out.is_empty();
+        } else {
+            if pending_space {
+                out.push(' ');
+                pending_space = false;
+            }
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The chunk ID of a passage: its heading path and its text, both normalised.
+///
+/// Each heading is normalised on its own and the parts are separated by bytes that normalised
+/// text cannot contain, so `["a b"]` and `["a", "b"]` never collide.
+pub fn chunk_id(heading_path: &[String], text: &str) -> ChunkId {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(CHUNK_ID_VERSION.as_bytes());
+    hasher.update(&[0]);
+    for heading in heading_path {
+        hasher.update(normalise(heading).as_bytes());
+        hasher.update(&[0x1f]);
+    }
+    hasher.update(&[0]);
+    hasher.update(normalise(text).as_bytes());
+    ChunkId(*hasher.finalize().as_bytes())
+}
+
+/// A 64-bit key of a passage's normalised text alone, used by search to drop a second hit with
+/// the same text under another heading.
+pub fn text_key(text: &str) -> u64 {
+    let hash = blake3::hash(normalise(text).as_bytes());
+    u64::from_le_bytes(
+        hash.as_bytes()[..8]
+            .try_into()
+            .expect("a hash has 32 bytes"),
+    )
+}
+
+/// The fingerprint of a tool call: `blake3(version ‖ canonical JSON of {tool, arguments})`.
+/// The caller passes the canonical bytes; `keys` owns canonicalisation.
+pub fn fingerprint(canonical_json: &[u8]) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(FINGERPRINT_VERSION.as_bytes());
+    hasher.update(canonical_json);
+    *hasher.finalize().as_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ChunkId, chunk_id, normalise};
+
+    fn check(input: &str, expect: &str) {
+        assert_eq!(normalise(input), expect, "normalise({input:?})");
+    }
+
+    #[test]
+    fn normalise_folds_white_space_and_composes() {
+        check("  a  b\n\n c\t", "a b c");
+        check("", "");
+        check(" \n\t ", "");
+        check("cafe\u{301}", "caf\u{e9}");
+        check("x\u{a0}y", "x y");
+    }
+
+    #[test]
+    fn whitespace_edits_keep_the_id() {
+        let heading = vec!["Guide".to_string(), "Install".to_string()];
+        assert_eq!(
+            chunk_id(&heading, "run  it\nnow"),
+            chunk_id(&heading, "run it now ")
+        );
+    }
+
+    #[test]
+    fn heading_path_is_part_of_identity() {
+        let a = chunk_id(&["A".into(), "Install".into()], "same");
+        let b = chunk_id(&["B".into(), "Install".into()], "same");
+        let joined = chunk_id(&["A Install".into()], "same");
+        assert_ne!(a, b);
+        assert_ne!(a, joined);
+    }
+
+    #[test]
+    fn hex_round_trips_and_rejects_bad_input() {
+        let id = chunk_id(&[], "text");
+        let hex = id.to_hex();
+        assert_eq!(hex.len(), 64);
+        assert_eq!(hex.parse::<ChunkId>(), Ok(id));
+        assert!("../etc/passwd".parse::<ChunkId>().is_err());
+        assert!(hex.to_uppercase().parse::<ChunkId>().is_err());
+    }
+}

@@ -1,0 +1,370 @@
+//! The index: the Tantivy projection of the ledger's chunks, and the only module that imports
+//! tantivy.
+//!
+//! Each Tantivy document is one chunk: its ID (a raw term, for `delete_term`), its heading path
+//! and its text (both with the English stemmer), and a 64-bit key of the ID as a fast field for
+//! filters. Paths, tags and line ranges are *not* in the index: they live in the ledger, so a
+//! rename or a tag edit never rewrites the index. The commit payload holds the ledger generation
+//! the commit brings the index to.
+//!
+//! It never reads the ledger; `store` decides what to write.
+
+mod query;
+
+use std::path::Path;
+
+use tantivy::collector::{Count, FilterCollector, TopDocs};
+use tantivy::directory::MmapDirectory;
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
+    TextOptions, Value,
+};
+use tantivy::snippet::SnippetGenerator;
+use tantivy::{DocAddress, Index as TantivyIndex, IndexReader, IndexWriter, ReloadPolicy, Term};
+use tantivy::{TantivyDocument, doc};
+
+use crate::error::{Error, Result};
+use crate::ids::{ChunkId, Generation};
+
+/// A chunk as the index receives it.
+#[derive(Clone, Debug)]
+pub struct IndexedChunk<'a> {
+    pub id: ChunkId,
+    pub heading_path: &'a [String],
+    pub text: &'a str,
+}
+
+/// A hit as the index returns it; `search` adds the sources from the ledger.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexHit {
+    pub id: ChunkId,
+    pub score: f32,
+    pub heading: String,
+    pub text: String,
+    /// A short passage of the text with the matched terms between `**`.
+    pub snippet: String,
+}
+
+/// How a query is scored.
+#[derive(Clone, Copy, Debug)]
+pub struct QueryConfig {
+    /// Weight of a match in the heading path (title and headings) against one in the text.
+    pub heading_boost: f32,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        QueryConfig { heading_boost: 1.5 }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Fields {
+    chunk_id: Field,
+    chunk_key: Field,
+    heading: Field,
+    text: Field,
+}
+
+/// The Tantivy index of a store.
+pub struct Index {
+    index: TantivyIndex,
+    fields: Fields,
+    reader: IndexReader,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let stemmed = TextOptions::default()
+        .set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer("en_stem")
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        )
+        .set_stored();
+    let fields = Fields {
+        chunk_id: builder.add_text_field("chunk_id", STRING | STORED | FAST),
+        chunk_key: builder.add_u64_field("chunk_key", INDEXED | FAST),
+        heading: builder.add_text_field("heading", stemmed.clone()),
+        text: builder.add_text_field("text", stemmed),
+    };
+    (builder.build(), fields)
+}
+
+fn index_error(context: impl Into<String>) -> impl FnOnce(tantivy::TantivyError) -> Error {
+    let context = context.into();
+    move |source| Error::Index { context, source }
+}
+
+impl Index {
+    /// Opens the index in `dir`, creating an empty one when the folder holds none.
+    pub fn open_or_create(dir: &Path) -> Result<Index> {
+        std::fs::create_dir_all(dir)
+            .map_err(|err| Error::io(format!("create {}", dir.display()), err))?;
+        let directory = MmapDirectory::open(dir).map_err(|err| {
+            Error::Usage(format!("cannot open index folder {}: {err}", dir.display()))
+        })?;
+        let exists = TantivyIndex::exists(&directory).map_err(|err| {
+            Error::Usage(format!("cannot read index folder {}: {err}", dir.display()))
+        })?;
+        let index = if exists {
+            TantivyIndex::open(directory).map_err(index_error(format!("open {}", dir.display())))?
+        } else {
+            TantivyIndex::create(directory, schema().0, tantivy::IndexSettings::default())
+                .map_err(index_error(format!("create {}", dir.display())))?
+        };
+        Index::wrap(index, dir)
+    }
+
+    /// Opens an existing index for reading.
+    pub fn open(dir: &Path) -> Result<Index> {
+        if !dir.join("meta.json").exists() {
+            return Err(Error::NoStore {
+                path: dir.parent().unwrap_or(dir).to_path_buf(),
+            });
+        }
+        let index = TantivyIndex::open_in_dir(dir)
+            .map_err(index_error(format!("open {}", dir.display())))?;
+        Index::wrap(index, dir)
+    }
+
+    fn wrap(index: TantivyIndex, dir: &Path) -> Result<Index> {
+        let (expected, fields) = schema();
+        if index.schema() != expected {
+            return Err(Error::Inconsistent(format!(
+                "the index at {} has another schema",
+                dir.display()
+            )));
+        }
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(index_error("open reader"))?;
+        Ok(Index {
+            index,
+            fields,
+            reader,
+        })
+    }
+
+    /// The generation of the last commit (0 for an index never committed).
+    pub fn generation(&self) -> Result<Generation> {
+        let metas = self
+            .index
+            .load_metas()
+            .map_err(index_error("read meta.json"))?;
+        Ok(Generation(
+            metas
+                .payload
+                .as_deref()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(0),
+        ))
+    }
+
+    /// Makes the reader see the last commit. Returns the generation it now sees.
+    pub fn reload(&self) -> Result<Generation> {
+        self.reader.reload().map_err(index_error("reload"))?;
+        self.generation()
+    }
+
+    /// Starts writing. The writer holds Tantivy's own lock until dropped.
+    pub fn writer(&self) -> Result<Writer> {
+        let writer = self
+            .index
+            .writer_with_num_threads(2, 96 * 1024 * 1024)
+            .map_err(index_error("open writer"))?;
+        Ok(Writer {
+            writer,
+            fields: self.fields,
+        })
+    }
+
+    /// Every chunk ID in the last commit the reader sees, once per Tantivy document (so a
+    /// duplicate shows up twice), sorted.
+    pub fn chunk_ids(&self) -> Result<Vec<String>> {
+        let searcher = self.reader.searcher();
+        let mut ids = Vec::with_capacity(searcher.num_docs() as usize);
+        for segment in searcher.segment_readers() {
+            let column = segment
+                .fast_fields()
+                .str("chunk_id")
+                .map_err(index_error("read chunk ids"))?
+                .ok_or_else(|| Error::Inconsistent("the index has no chunk_id column".into()))?;
+            let mut text = String::new();
+            for doc in segment.doc_ids_alive() {
+                for ord in column.term_ords(doc) {
+                    text.clear();
+                    column
+                        .ord_to_str(ord, &mut text)
+                        .map_err(|err| Error::io("read chunk ids", err))?;
+                    ids.push(text.clone());
+                }
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// The number of chunks in the last commit the reader sees.
+    pub fn num_chunks(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// Runs a query and returns up to `limit` hits, best first. `allowed` restricts hits to the
+    /// chunks whose `ChunkId::short` it contains.
+    pub fn search(
+        &self,
+        query_text: &str,
+        limit: usize,
+        allowed: Option<&std::collections::HashSet<u64>>,
+        config: &QueryConfig,
+    ) -> Result<Vec<IndexHit>> {
+        let searcher = self.reader.searcher();
+        let query = query::build(
+            &self.index,
+            self.fields.heading,
+            self.fields.text,
+            query_text,
+            config,
+        );
+        let limit = limit.max(1);
+        let top: Vec<(f32, DocAddress)> = match allowed {
+            None => searcher
+                .search(&query, &TopDocs::with_limit(limit).order_by_score())
+                .map_err(index_error("search"))?,
+            Some(allowed) => {
+                let allowed = std::sync::Arc::new(allowed.clone());
+                let predicate = move |key: u64| allowed.contains(&key);
+                searcher
+                    .search(
+                        &query,
+                        &FilterCollector::new(
+                            "chunk_key".to_string(),
+                            predicate,
+                            TopDocs::with_limit(limit).order_by_score(),
+                        ),
+                    )
+                    .map_err(index_error("search"))?
+            }
+        };
+        let mut snippets = SnippetGenerator::create(&searcher, &*query, self.fields.text)
+            .map_err(index_error("snippet"))?;
+        snippets.set_max_num_chars(240);
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let doc: TantivyDocument = searcher.doc(address).map_err(index_error("read hit"))?;
+            let get = |field: Field| -> String {
+                doc.get_first(field)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let id_hex = get(self.fields.chunk_id);
+            let Ok(id) = id_hex.parse::<ChunkId>() else {
+                return Err(Error::Inconsistent(format!(
+                    "the index holds a bad chunk id {id_hex:?}"
+                )));
+            };
+            let text = get(self.fields.text);
+            let snippet = mark(&snippets.snippet(&text));
+            hits.push(IndexHit {
+                id,
+                score,
+                heading: get(self.fields.heading),
+                text,
+                snippet,
+            });
+        }
+        Ok(hits)
+    }
+
+    /// How many chunks a query matches at all (for tests and diagnostics).
+    pub fn count(&self, query_text: &str) -> Result<usize> {
+        let searcher = self.reader.searcher();
+        let query = query::build(
+            &self.index,
+            self.fields.heading,
+            self.fields.text,
+            query_text,
+            &QueryConfig::default(),
+        );
+        searcher
+            .search(&query, &Count)
+            .map_err(index_error("count"))
+    }
+}
+
+/// Marks the highlighted ranges of a snippet with `**`, and folds white space.
+fn mark(snippet: &tantivy::snippet::Snippet) -> String {
+    let fragment = snippet.fragment();
+    let mut out = String::with_capacity(fragment.len() + 16);
+    let mut last = 0;
+    for range in snippet.highlighted() {
+        if range.start < last || range.end > fragment.len() {
+            continue;
+        }
+        out.push_str(&fragment[last..range.start]);
+        out.push_str("**");
+        out.push_str(&fragment[range.clone()]);
+        out.push_str("**");
+        last = range.end;
+    }
+    out.push_str(&fragment[last..]);
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// An open Tantivy writer. Dropping it without `commit` discards what it was given.
+pub struct Writer {
+    writer: IndexWriter,
+    fields: Fields,
+}
+
+impl Writer {
+    /// Deletes every document with this chunk ID. Always called before `add` for the same ID,
+    /// so applying a change twice leaves exactly one copy.
+    pub fn delete(&mut self, id: &ChunkId) {
+        self.writer
+            .delete_term(Term::from_field_text(self.fields.chunk_id, &id.to_hex()));
+    }
+
+    /// Adds one chunk.
+    pub fn add(&mut self, chunk: &IndexedChunk<'_>) -> Result<()> {
+        self.writer
+            .add_document(doc!(
+                self.fields.chunk_id => chunk.id.to_hex(),
+                self.fields.chunk_key => chunk.id.short(),
+                self.fields.heading => chunk.heading_path.join(" > "),
+                self.fields.text => chunk.text,
+            ))
+            .map_err(index_error("add chunk"))?;
+        Ok(())
+    }
+
+    /// Deletes every document (for `rebuild`); nothing changes on disk until `commit`.
+    pub fn clear(&mut self) -> Result<()> {
+        self.writer
+            .delete_all_documents()
+            .map_err(index_error("clear"))?;
+        Ok(())
+    }
+
+    /// Commits everything given so far, atomically, with `generation` as the payload.
+    pub fn commit(&mut self, generation: Generation) -> Result<()> {
+        let mut prepared = self
+            .writer
+            .prepare_commit()
+            .map_err(index_error("prepare commit"))?;
+        prepared.set_payload(&generation.0.to_string());
+        prepared.commit().map_err(index_error("commit"))?;
+        Ok(())
+    }
+
+    /// Waits for background merges to end and releases Tantivy's lock.
+    pub fn finish(self) -> Result<()> {
+        self.writer
+            .wait_merging_threads()
+            .map_err(index_error("finish merges"))
+    }
+}

@@ -1,0 +1,308 @@
+//! Ingest: bring the store in line with one or more folders.
+//!
+//! Every root is planned first (`plan`, which writes nothing, and where the mass-delete guard
+//! refuses a run before any write). Then, root by root, the files to read are read, hashed and
+//! chunked in parallel a batch at a time, and each batch is committed through `Store::commit`:
+//! a crash late in a long run keeps every batch committed before it. Deletions come last, in
+//! their own batch, so a file moved within the root is added under its new name before its old
+//! name is released, and its chunks never leave the index.
+
+mod plan;
+mod read;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::chunk::{self, ChunkConfig};
+use crate::clock;
+use crate::crash::crash_point;
+use crate::error::{Error, Result};
+use crate::ids::{DocHash, Generation};
+use crate::ledger::{Batch, NewDocument, SourceUpsert};
+use crate::store::Store;
+use crate::walk::{Excludes, Warning, WarningKind};
+
+pub use plan::{RootPlan, plan_root};
+pub use read::{ReadOutcome, read_file};
+
+/// Files larger than this are skipped with a warning unless `--max-file-size` says otherwise.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 * 1024 * 1024;
+/// Files read, hashed and chunked per committed batch.
+pub const DEFAULT_BATCH_FILES: usize = 2_000;
+
+/// Settings of an ingest run.
+#[derive(Clone, Debug)]
+pub struct IngestConfig {
+    pub chunk: ChunkConfig,
+    pub excludes: Vec<String>,
+    /// Ignore the stat cache and read every file.
+    pub rehash: bool,
+    /// Let a run remove more than half of a root's documents.
+    pub allow_mass_delete: bool,
+    pub max_file_size: u64,
+    pub batch_files: usize,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            chunk: ChunkConfig::default(),
+            excludes: Vec::new(),
+            rehash: false,
+            allow_mass_delete: false,
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+            batch_files: DEFAULT_BATCH_FILES,
+        }
+    }
+}
+
+/// Where a long run reports how far it is. The library never draws anything itself.
+pub trait Progress: Sync {
+    /// A new phase begins with `total` steps (0 when unknown).
+    fn phase(&self, name: &str, total: u64);
+    /// `n` more steps are done.
+    fn advance(&self, n: u64);
+}
+
+/// Progress that goes nowhere.
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn phase(&self, _name: &str, _total: u64) {}
+    fn advance(&self, _n: u64) {}
+}
+
+/// Documents by what happened to them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DocumentCounts {
+    pub added: u64,
+    pub changed: u64,
+    pub removed: u64,
+    pub renamed: u64,
+    pub unchanged: u64,
+    pub skipped: u64,
+}
+
+/// Chunks added to and removed from the store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ChunkCounts {
+    pub added: u64,
+    pub removed: u64,
+}
+
+/// What a run did: the `ingest --json` contract.
+#[derive(Clone, Debug, Serialize)]
+pub struct IngestReport {
+    pub run_id: String,
+    pub generation: u64,
+    pub documents: DocumentCounts,
+    pub chunks: ChunkCounts,
+    pub warnings: Vec<Warning>,
+    pub duration_ms: u64,
+}
+
+impl IngestReport {
+    /// True when some path could not be read, so deletions under it were held back.
+    pub fn held_back(&self) -> bool {
+        self.warnings
+            .iter()
+            .any(|warning| warning.kind == WarningKind::Unreadable)
+    }
+}
+
+/// Ingests `roots` into an open store.
+pub fn ingest(
+    store: &mut Store,
+    roots: &[PathBuf],
+    config: &IngestConfig,
+    progress: &dyn Progress,
+) -> Result<IngestReport> {
+    let started = Instant::now();
+    let excludes = Excludes::new(&config.excludes)?;
+    progress.phase("walk", 0);
+    let mut plans = Vec::with_capacity(roots.len());
+    for root in roots {
+        let canonical = canonical_root(root)?;
+        plans.push(plan_root(
+            store.ledger(),
+            &canonical,
+            &excludes,
+            config.rehash,
+            config.allow_mass_delete,
+        )?);
+    }
+    crash_point("ingest.after_plan");
+
+    let run_id = uuid::Uuid::new_v4().to_string();
+    let root_keys: Vec<String> = plans.iter().map(|plan| plan.root_key.clone()).collect();
+    store
+        .ledger_mut()
+        .start_run(&run_id, &root_keys, clock::now_ms())?;
+    let mut report = IngestReport {
+        run_id,
+        generation: 0,
+        documents: DocumentCounts::default(),
+        chunks: ChunkCounts::default(),
+        warnings: Vec::new(),
+        duration_ms: 0,
+    };
+    let total: u64 = plans.iter().map(|plan| plan.to_read.len() as u64).sum();
+    progress.phase("read", total);
+    for plan in plans {
+        run_root(store, plan, config, progress, &mut report)?;
+    }
+    crash_point("ingest.before_finish_run");
+    let generation = store.ledger().generation()?;
+    report.generation = generation.0;
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    let report_json = serde_json::to_string(&report).unwrap_or_default();
+    store.ledger_mut().finish_run(
+        &report.run_id,
+        Generation(report.generation),
+        &report_json,
+        clock::now_ms(),
+    )?;
+    Ok(report)
+}
+
+/// The canonical form of a root folder, with an error that says what is wrong.
+pub fn canonical_root(root: &Path) -> Result<PathBuf> {
+    let canonical = root.canonicalize().map_err(|err| {
+        Error::Usage(format!(
+            "cannot ingest {}: {err}\nhint: pass a folder of Markdown or text files",
+            root.display()
+        ))
+    })?;
+    if !canonical.is_dir() {
+        return Err(Error::Usage(format!(
+            "cannot ingest {}: not a folder\nhint: pass the folder that holds it",
+            root.display()
+        )));
+    }
+    Ok(canonical)
+}
+
+fn run_root(
+    store: &mut Store,
+    plan: RootPlan,
+    config: &IngestConfig,
+    progress: &dyn Progress,
+    report: &mut IngestReport,
+) -> Result<()> {
+    let root_id = match plan.root_id {
+        Some(id) => id,
+        None => store.ledger_mut().ensure_root(&plan.root_key)?,
+    };
+    report.documents.unchanged += plan.unchanged as u64;
+    report.documents.skipped += plan.warnings.len() as u64;
+    report.warnings.extend(plan.warnings.iter().cloned());
+    // Content added under a new path in this run, for telling renames from removals.
+    let mut added_docs: HashMap<DocHash, u64> = HashMap::new();
+
+    for files in plan.to_read.chunks(config.batch_files.max(1)) {
+        let outcomes: Vec<ReadOutcome> = files
+            .par_iter()
+            .map(|file| {
+                let outcome = read_file(file, config.max_file_size);
+                progress.advance(1);
+                outcome
+            })
+            .collect();
+        let mut batch = Batch::new(root_id);
+        // Documents to chunk: those the ledger does not have yet, each once.
+        let mut to_chunk: Vec<(usize, chunk::DocKind, &str)> = Vec::new();
+        let mut chunking: HashSet<DocHash> = HashSet::new();
+        for (file, outcome) in files.iter().zip(&outcomes) {
+            let (doc_hash, stat, recorded_ns, text) = match outcome {
+                ReadOutcome::Text {
+                    doc_hash,
+                    stat,
+                    recorded_ns,
+                    text,
+                } => (doc_hash, stat, recorded_ns, text),
+                ReadOutcome::NotIndexed(warning) => {
+                    report.documents.skipped += 1;
+                    report.warnings.push(warning.clone());
+                    continue;
+                }
+            };
+            match plan.known.get(&file.rel_path) {
+                Some(record) if record.doc_hash == *doc_hash => {
+                    report.documents.unchanged += 1;
+                    batch
+                        .stat_updates
+                        .push((file.rel_path.clone(), *stat, *recorded_ns));
+                    continue;
+                }
+                Some(_) => report.documents.changed += 1,
+                None => {
+                    report.documents.added += 1;
+                    *added_docs.entry(*doc_hash).or_default() += 1;
+                }
+            }
+            if !store.ledger().has_document(doc_hash)? && chunking.insert(*doc_hash) {
+                to_chunk.push((batch.upserts.len(), file.kind, text.as_str()));
+            }
+            batch.upserts.push(SourceUpsert {
+                path: file.rel_path.clone(),
+                doc_hash: *doc_hash,
+                stat: *stat,
+                recorded_ns: *recorded_ns,
+                document: None,
+            });
+        }
+        let chunked: Vec<(usize, chunk::ChunkedDocument)> = to_chunk
+            .par_iter()
+            .map(|(upsert_index, kind, text)| {
+                (
+                    *upsert_index,
+                    chunk::chunk_document(*kind, text, &config.chunk),
+                )
+            })
+            .collect();
+        for (upsert_index, document) in chunked {
+            let upsert = &mut batch.upserts[upsert_index];
+            report.warnings.extend(
+                document
+                    .warnings
+                    .iter()
+                    .map(|message| Warning::skipped(&upsert.path, message.clone())),
+            );
+            upsert.document = Some(NewDocument {
+                title: document.title,
+                tags: document.tags,
+                chunks: document.chunks,
+            });
+        }
+        let outcome = store.commit(&batch)?;
+        report.chunks.added += outcome.chunks_added;
+        report.chunks.removed += outcome.chunks_removed;
+        crash_point("ingest.between_batches");
+    }
+
+    progress.phase("delete", plan.to_delete.len() as u64);
+    if !plan.to_delete.is_empty() {
+        let mut batch = Batch::new(root_id);
+        for path in &plan.to_delete {
+            let doc_hash = plan.known[path].doc_hash;
+            match added_docs.get_mut(&doc_hash) {
+                Some(count) if *count > 0 => {
+                    *count -= 1;
+                    report.documents.renamed += 1;
+                    report.documents.added -= 1;
+                }
+                _ => report.documents.removed += 1,
+            }
+            batch.deletes.push(path.clone());
+        }
+        let outcome = store.commit(&batch)?;
+        report.chunks.added += outcome.chunks_added;
+        report.chunks.removed += outcome.chunks_removed;
+        progress.advance(plan.to_delete.len() as u64);
+    }
+    Ok(())
+}

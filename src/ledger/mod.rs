@@ -1,0 +1,788 @@
+//! The ledger: the SQLite database that is the source of truth, and the only module with SQL.
+//!
+//! It holds which paths exist (`sources`, with the stat cache), which content each has
+//! (`documents`), which chunks each document is made of (`doc_chunks`), the chunk texts
+//! (`chunks`), the outbox of chunk changes per generation (`chunk_log`), the ingest runs, and
+//! the agent path's idempotency keys, audit events and usage events (in `keys_sql`).
+//!
+//! It never touches the index; `store` applies `chunk_log` to Tantivy.
+
+mod schema;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+
+use crate::chunk::Chunk;
+use crate::crash::crash_point;
+use crate::error::{Error, Result};
+use crate::ids::{ChunkId, DocHash, Generation};
+use crate::walk::FileStat;
+
+pub use schema::SCHEMA_VERSION;
+
+/// How a ledger is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Creates the database if missing; used under the writer lock and by the agent path.
+    ReadWrite,
+    /// Never writes, never creates; used by search, status, verify and export.
+    ReadOnly,
+}
+
+/// What the ledger knows of one path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceRecord {
+    pub doc_hash: DocHash,
+    pub stat: FileStat,
+    /// When the stat was recorded, in ns since the epoch (for the racy-clean check).
+    pub recorded_ns: i64,
+}
+
+/// A root folder's row ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RootId(i64);
+
+/// The content of a document that the ledger may not know yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewDocument {
+    pub title: Option<String>,
+    pub tags: Vec<String>,
+    pub chunks: Vec<Chunk>,
+}
+
+/// A path that now holds `doc_hash`.
+#[derive(Clone, Debug)]
+pub struct SourceUpsert {
+    pub path: String,
+    pub doc_hash: DocHash,
+    pub stat: FileStat,
+    pub recorded_ns: i64,
+    /// The chunked content, unless the ledger already had this document when it was read.
+    pub document: Option<NewDocument>,
+}
+
+/// One transaction's worth of changes under one root.
+#[derive(Clone, Debug)]
+pub struct Batch {
+    pub root: RootId,
+    pub upserts: Vec<SourceUpsert>,
+    /// Paths under the root that no longer exist.
+    pub deletes: Vec<String>,
+    /// Paths whose content is unchanged but whose stat is new.
+    pub stat_updates: Vec<(String, FileStat, i64)>,
+}
+
+impl Batch {
+    pub fn new(root: RootId) -> Batch {
+        Batch {
+            root,
+            upserts: Vec::new(),
+            deletes: Vec::new(),
+            stat_updates: Vec::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.upserts.is_empty() && self.deletes.is_empty() && self.stat_updates.is_empty()
+    }
+}
+
+/// What one committed batch did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// The new generation, when the batch changed the set of chunks.
+    pub generation: Option<Generation>,
+    pub chunks_added: u64,
+    pub chunks_removed: u64,
+}
+
+/// A chunk as the ledger stores it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredChunk {
+    pub id: ChunkId,
+    pub heading_path: Vec<String>,
+    pub text: String,
+}
+
+/// Where a chunk appears: a source path under a root, with the chunk's lines there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkSource {
+    pub root: String,
+    pub path: String,
+    pub lines: (u32, u32),
+}
+
+/// Counts for `status`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub documents: u64,
+    pub sources: u64,
+    pub chunks: u64,
+    pub audit_events: u64,
+    pub usage_units: u64,
+    pub idempotency_keys: u64,
+}
+
+/// A search filter the ledger resolves to a set of chunks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChunkFilter {
+    /// Keep chunks with a source whose path (relative to its root) starts with this.
+    pub path_prefix: Option<String>,
+    /// Keep chunks of documents that carry every one of these tags.
+    pub tags: Vec<String>,
+}
+
+impl ChunkFilter {
+    pub fn is_empty(&self) -> bool {
+        self.path_prefix.is_none() && self.tags.is_empty()
+    }
+}
+
+/// The SQLite ledger.
+pub struct Ledger {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Ledger {
+    /// Opens (and with `Access::ReadWrite`, creates) the ledger at `path`.
+    pub fn open(path: &Path, access: Access) -> Result<Ledger> {
+        let flags = match access {
+            Access::ReadWrite => {
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            }
+            Access::ReadOnly => {
+                if !path.exists() {
+                    return Err(Error::NoStore {
+                        path: path.parent().unwrap_or(path).to_path_buf(),
+                    });
+                }
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            }
+        };
+        let mut conn = Connection::open_with_flags(path, flags)
+            .map_err(sql_error(format!("open {}", path.display())))?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(sql_error("set busy timeout"))?;
+        if access == Access::ReadWrite {
+            // WAL lets readers go on while a writer commits. synchronous=FULL makes every
+            // commit durable against power loss too, and costs one fsync per transaction,
+            // which ingest spends once per batch.
+            conn.execute_batch(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+            )
+            .map_err(sql_error("set pragmas"))?;
+            schema::create_or_check(&mut conn, path)?;
+        } else {
+            schema::check(&conn, path)?;
+        }
+        Ok(Ledger {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The generation of the last committed chunk change.
+    pub fn generation(&self) -> Result<Generation> {
+        self.meta("generation").map(|v| Generation(v as u64))
+    }
+
+    /// The oldest generation whose log rows are still kept, minus one: a replay can bring an
+    /// index at this generation or later up to date.
+    pub fn log_floor(&self) -> Result<Generation> {
+        self.meta("log_floor").map(|v| Generation(v as u64))
+    }
+
+    fn meta(&self, name: &str) -> Result<i64> {
+        self.conn
+            .query_row("SELECT value FROM meta WHERE name = ?1", [name], |row| {
+                row.get(0)
+            })
+            .map_err(sql_error(format!("read {name}")))
+    }
+
+    /// The root row for a canonical folder path, if it was ever ingested.
+    pub fn find_root(&self, root: &str) -> Result<Option<RootId>> {
+        self.conn
+            .query_row("SELECT root_id FROM roots WHERE path = ?1", [root], |row| {
+                row.get(0).map(RootId)
+            })
+            .optional()
+            .map_err(sql_error("read roots"))
+    }
+
+    /// The root row for a canonical folder path, created when missing.
+    pub fn ensure_root(&mut self, root: &str) -> Result<RootId> {
+        if let Some(id) = self.find_root(root)? {
+            return Ok(id);
+        }
+        self.conn
+            .execute("INSERT INTO roots (path) VALUES (?1)", [root])
+            .map_err(sql_error("add root"))?;
+        Ok(RootId(self.conn.last_insert_rowid()))
+    }
+
+    /// Every source under a root, keyed by relative path: one query, for the planner.
+    pub fn sources_of_root(&self, root: RootId) -> Result<HashMap<String, SourceRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT path, doc_hash, size, mtime_ns, inode, recorded_ns
+                 FROM sources WHERE root_id = ?1",
+            )
+            .map_err(sql_error("read sources"))?;
+        let rows = stmt
+            .query_map([root.0], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    SourceRecord {
+                        doc_hash: doc_hash_column(row, 1)?,
+                        stat: FileStat {
+                            size: row.get::<_, i64>(2)? as u64,
+                            mtime_ns: row.get(3)?,
+                            inode: row.get::<_, i64>(4)? as u64,
+                        },
+                        recorded_ns: row.get(5)?,
+                    },
+                ))
+            })
+            .map_err(sql_error("read sources"))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(sql_error("read sources"))
+    }
+
+    /// Whether the ledger already has the chunks of this document.
+    pub fn has_document(&self, doc_hash: &DocHash) -> Result<bool> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT 1 FROM documents WHERE doc_hash = ?1")
+            .map_err(sql_error("read documents"))?;
+        stmt.exists([doc_hash.as_bytes()])
+            .map_err(sql_error("read documents"))
+    }
+
+    /// Commits one batch in one transaction: the sources, documents and chunks it adds or
+    /// releases, one `chunk_log` row per chunk added to or removed from the set of chunks,
+    /// and, when there are such rows, the next generation.
+    ///
+    /// If it fails (or the process dies) before `COMMIT`, nothing of the batch is written.
+    pub fn apply_batch(&mut self, batch: &Batch) -> Result<BatchOutcome> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql_error("begin batch"))?;
+        let current: i64 = tx
+            .query_row(
+                "SELECT value FROM meta WHERE name = 'generation'",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(sql_error("read generation"))?;
+        let generation = current + 1;
+        let mut outcome = BatchOutcome::default();
+        {
+            let mut writer = BatchWriter {
+                tx: &tx,
+                generation,
+                outcome: &mut outcome,
+            };
+            // Every new source is in place before any old document is released, so content
+            // that moves between paths within the batch is never dropped and re-added.
+            let mut released = Vec::new();
+            for upsert in &batch.upserts {
+                released.extend(writer.upsert(batch.root, upsert)?);
+            }
+            for path in &batch.deletes {
+                released.extend(writer.delete(batch.root, path)?);
+            }
+            for doc_hash in released {
+                writer.release(&doc_hash)?;
+            }
+            for (path, stat, recorded_ns) in &batch.stat_updates {
+                writer.update_stat(batch.root, path, stat, *recorded_ns)?;
+            }
+        }
+        if outcome.chunks_added + outcome.chunks_removed > 0 {
+            tx.execute(
+                "UPDATE meta SET value = ?1 WHERE name = 'generation'",
+                [generation],
+            )
+            .map_err(sql_error("bump generation"))?;
+            outcome.generation = Some(Generation(generation as u64));
+        }
+        crash_point("ledger.before_commit");
+        tx.commit().map_err(sql_error("commit batch"))?;
+        Ok(outcome)
+    }
+
+    /// The distinct chunk IDs that generations after `after` added or removed.
+    pub fn changed_since(&self, after: Generation) -> Result<Vec<ChunkId>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT DISTINCT chunk_id FROM chunk_log WHERE generation > ?1 ORDER BY chunk_id",
+            )
+            .map_err(sql_error("read chunk log"))?;
+        let rows = stmt
+            .query_map([after.0 as i64], |row| chunk_id_column(row, 0))
+            .map_err(sql_error("read chunk log"))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(sql_error("read chunk log"))
+    }
+
+    /// Drops log rows the index has applied (generation ≤ `upto`).
+    pub fn prune_log(&mut self, upto: Generation) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql_error("prune log"))?;
+        tx.execute(
+            "DELETE FROM chunk_log WHERE generation <= ?1",
+            [upto.0 as i64],
+        )
+        .map_err(sql_error("prune log"))?;
+        tx.execute(
+            "UPDATE meta SET value = max(value, ?1) WHERE name = 'log_floor'",
+            [upto.0 as i64],
+        )
+        .map_err(sql_error("prune log"))?;
+        tx.commit().map_err(sql_error("prune log"))
+    }
+
+    /// The chunks among `ids` that the ledger holds now (the others were removed).
+    pub fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<StoredChunk>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT heading, text FROM chunks WHERE chunk_id = ?1")
+            .map_err(sql_error("read chunks"))?;
+        let mut found = Vec::with_capacity(ids.len());
+        for id in ids {
+            let row = stmt
+                .query_row([id.as_bytes()], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                })
+                .optional()
+                .map_err(sql_error("read chunks"))?;
+            if let Some((heading, text)) = row {
+                found.push(StoredChunk {
+                    id: *id,
+                    heading_path: decode_heading(&heading),
+                    text,
+                });
+            }
+        }
+        Ok(found)
+    }
+
+    /// Calls `f` for every chunk, in chunk ID order (for `rebuild` and `export`).
+    pub fn for_each_chunk(&self, mut f: impl FnMut(StoredChunk) -> Result<()>) -> Result<()> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT chunk_id, heading, text FROM chunks ORDER BY chunk_id")
+            .map_err(sql_error("read chunks"))?;
+        let mut rows = stmt.query([]).map_err(sql_error("read chunks"))?;
+        while let Some(row) = rows.next().map_err(sql_error("read chunks"))? {
+            let chunk = StoredChunk {
+                id: chunk_id_column(row, 0).map_err(sql_error("read chunks"))?,
+                heading_path: decode_heading(
+                    &row.get::<_, String>(1).map_err(sql_error("read chunks"))?,
+                ),
+                text: row.get(2).map_err(sql_error("read chunks"))?,
+            };
+            f(chunk)?;
+        }
+        Ok(())
+    }
+
+    /// Every chunk ID the ledger holds, sorted.
+    pub fn chunk_ids(&self) -> Result<Vec<ChunkId>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT chunk_id FROM chunks ORDER BY chunk_id")
+            .map_err(sql_error("read chunks"))?;
+        let rows = stmt
+            .query_map([], |row| chunk_id_column(row, 0))
+            .map_err(sql_error("read chunks"))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(sql_error("read chunks"))
+    }
+
+    /// Every place a chunk appears, sorted by root and path.
+    pub fn sources_of_chunk(&self, id: &ChunkId) -> Result<Vec<ChunkSource>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT r.path, s.path, dc.line_start, dc.line_end
+                 FROM doc_chunks dc
+                 JOIN sources s ON s.doc_hash = dc.doc_hash
+                 JOIN roots r ON r.root_id = s.root_id
+                 WHERE dc.chunk_id = ?1
+                 ORDER BY r.path, s.path, dc.ordinal",
+            )
+            .map_err(sql_error("read chunk sources"))?;
+        let rows = stmt
+            .query_map([id.as_bytes()], |row| {
+                Ok(ChunkSource {
+                    root: row.get(0)?,
+                    path: row.get(1)?,
+                    lines: (row.get(2)?, row.get(3)?),
+                })
+            })
+            .map_err(sql_error("read chunk sources"))?;
+        let mut sources: Vec<ChunkSource> = rows
+            .collect::<rusqlite::Result<_>>()
+            .map_err(sql_error("read chunk sources"))?;
+        // A passage repeated inside one document is listed once per path.
+        sources.dedup_by(|a, b| a.root == b.root && a.path == b.path);
+        Ok(sources)
+    }
+
+    /// The short keys (`ChunkId::short`) of the chunks that pass `filter`.
+    pub fn chunks_matching(&self, filter: &ChunkFilter) -> Result<HashSet<u64>> {
+        let mut sql = String::from(
+            "SELECT DISTINCT dc.chunk_id FROM doc_chunks dc
+             JOIN sources s ON s.doc_hash = dc.doc_hash WHERE 1 = 1",
+        );
+        let mut args: Vec<String> = Vec::new();
+        if let Some(prefix) = &filter.path_prefix {
+            args.push(prefix.clone());
+            sql.push_str(&format!(
+                " AND substr(s.path, 1, length(?{n})) = ?{n}",
+                n = args.len()
+            ));
+        }
+        for tag in &filter.tags {
+            args.push(tag.to_lowercase());
+            sql.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM doc_tags t WHERE t.doc_hash = dc.doc_hash AND t.tag = ?{})",
+                args.len()
+            ));
+        }
+        let mut stmt = self
+            .conn
+            .prepare(&sql)
+            .map_err(sql_error("filter chunks"))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(args.iter()), |row| {
+                chunk_id_column(row, 0).map(|id| id.short())
+            })
+            .map_err(sql_error("filter chunks"))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(sql_error("filter chunks"))
+    }
+
+    /// Counts for `status`.
+    pub fn counts(&self) -> Result<Counts> {
+        let count = |sql: &str| -> Result<u64> {
+            self.conn
+                .query_row(sql, [], |row| row.get::<_, i64>(0))
+                .map(|n| n as u64)
+                .map_err(sql_error("count rows"))
+        };
+        Ok(Counts {
+            documents: count("SELECT count(*) FROM documents")?,
+            sources: count("SELECT count(*) FROM sources")?,
+            chunks: count("SELECT count(*) FROM chunks")?,
+            audit_events: count("SELECT count(*) FROM audit_events")?,
+            usage_units: count("SELECT coalesce(sum(units), 0) FROM usage_events")?,
+            idempotency_keys: count("SELECT count(*) FROM idempotency_keys")?,
+        })
+    }
+
+    /// Records the start of an ingest run.
+    pub fn start_run(&mut self, run_id: &str, roots: &[String], now_ms: i64) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO runs (run_id, roots, started_at) VALUES (?1, ?2, ?3)",
+                params![
+                    run_id,
+                    serde_json::to_string(roots).unwrap_or_default(),
+                    now_ms
+                ],
+            )
+            .map_err(sql_error("record run"))?;
+        Ok(())
+    }
+
+    /// Records the end of an ingest run with its report.
+    pub fn finish_run(
+        &mut self,
+        run_id: &str,
+        generation: Generation,
+        report_json: &str,
+        now_ms: i64,
+    ) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE runs SET finished_at = ?2, generation = ?3, report = ?4 WHERE run_id = ?1",
+                params![run_id, now_ms, generation.0 as i64, report_json],
+            )
+            .map_err(sql_error("record run"))?;
+        Ok(())
+    }
+
+    /// When the last ingest run finished, in ms since the epoch.
+    pub fn last_ingest_ms(&self) -> Result<Option<i64>> {
+        self.conn
+            .query_row("SELECT max(finished_at) FROM runs", [], |row| row.get(0))
+            .map_err(sql_error("read runs"))
+    }
+}
+
+/// Writes one batch's rows inside its transaction.
+struct BatchWriter<'a> {
+    tx: &'a rusqlite::Transaction<'a>,
+    generation: i64,
+    outcome: &'a mut BatchOutcome,
+}
+
+impl BatchWriter<'_> {
+    /// Points the source at its new document; returns the document it held before, if other.
+    fn upsert(&mut self, root: RootId, upsert: &SourceUpsert) -> Result<Option<DocHash>> {
+        let old = self.source_doc(root, &upsert.path)?;
+        if !self.has_document(&upsert.doc_hash)? {
+            let Some(document) = &upsert.document else {
+                return Err(Error::Inconsistent(format!(
+                    "document {} of {} vanished from the ledger during the run",
+                    upsert.doc_hash, upsert.path
+                )));
+            };
+            self.insert_document(&upsert.doc_hash, document)?;
+        }
+        let mut stmt = self
+            .tx
+            .prepare_cached(
+                "INSERT INTO sources (root_id, path, doc_hash, size, mtime_ns, inode, recorded_ns)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (root_id, path) DO UPDATE SET doc_hash = excluded.doc_hash,
+                   size = excluded.size, mtime_ns = excluded.mtime_ns, inode = excluded.inode,
+                   recorded_ns = excluded.recorded_ns",
+            )
+            .map_err(sql_error("write source"))?;
+        stmt.execute(params![
+            root.0,
+            upsert.path,
+            upsert.doc_hash.as_bytes(),
+            upsert.stat.size as i64,
+            upsert.stat.mtime_ns,
+            upsert.stat.inode as i64,
+            upsert.recorded_ns,
+        ])
+        .map_err(sql_error(format!("write source {}", upsert.path)))?;
+        Ok(old.filter(|old| *old != upsert.doc_hash))
+    }
+
+    /// Deletes the source; returns the document it held.
+    fn delete(&mut self, root: RootId, path: &str) -> Result<Option<DocHash>> {
+        let old = self.source_doc(root, path)?;
+        self.tx
+            .prepare_cached("DELETE FROM sources WHERE root_id = ?1 AND path = ?2")
+            .and_then(|mut stmt| stmt.execute(params![root.0, path]))
+            .map_err(sql_error(format!("delete source {path}")))?;
+        Ok(old)
+    }
+
+    fn update_stat(
+        &mut self,
+        root: RootId,
+        path: &str,
+        stat: &FileStat,
+        recorded_ns: i64,
+    ) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "UPDATE sources SET size = ?3, mtime_ns = ?4, inode = ?5, recorded_ns = ?6
+                 WHERE root_id = ?1 AND path = ?2",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    root.0,
+                    path,
+                    stat.size as i64,
+                    stat.mtime_ns,
+                    stat.inode as i64,
+                    recorded_ns
+                ])
+            })
+            .map_err(sql_error(format!("update stat of {path}")))?;
+        Ok(())
+    }
+
+    fn source_doc(&self, root: RootId, path: &str) -> Result<Option<DocHash>> {
+        self.tx
+            .prepare_cached("SELECT doc_hash FROM sources WHERE root_id = ?1 AND path = ?2")
+            .and_then(|mut stmt| {
+                stmt.query_row(params![root.0, path], |row| doc_hash_column(row, 0))
+                    .optional()
+            })
+            .map_err(sql_error("read source"))
+    }
+
+    fn has_document(&self, doc_hash: &DocHash) -> Result<bool> {
+        self.tx
+            .prepare_cached("SELECT 1 FROM documents WHERE doc_hash = ?1")
+            .and_then(|mut stmt| stmt.exists([doc_hash.as_bytes()]))
+            .map_err(sql_error("read documents"))
+    }
+
+    fn insert_document(&mut self, doc_hash: &DocHash, document: &NewDocument) -> Result<()> {
+        let context = || format!("write document {doc_hash}");
+        self.tx
+            .prepare_cached("INSERT INTO documents (doc_hash, title, n_chunks) VALUES (?1, ?2, ?3)")
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    doc_hash.as_bytes(),
+                    document.title,
+                    document.chunks.len() as i64
+                ])
+            })
+            .map_err(sql_error(context()))?;
+        let mut tag_stmt = self
+            .tx
+            .prepare_cached("INSERT OR IGNORE INTO doc_tags (doc_hash, tag) VALUES (?1, ?2)")
+            .map_err(sql_error(context()))?;
+        for tag in &document.tags {
+            tag_stmt
+                .execute(params![doc_hash.as_bytes(), tag])
+                .map_err(sql_error(context()))?;
+        }
+        let mut link_stmt = self
+            .tx
+            .prepare_cached(
+                "INSERT INTO doc_chunks (doc_hash, ordinal, chunk_id, line_start, line_end)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(sql_error(context()))?;
+        let mut chunk_stmt = self
+            .tx
+            .prepare_cached(
+                "INSERT OR IGNORE INTO chunks (chunk_id, heading, text) VALUES (?1, ?2, ?3)",
+            )
+            .map_err(sql_error(context()))?;
+        for chunk in &document.chunks {
+            link_stmt
+                .execute(params![
+                    doc_hash.as_bytes(),
+                    chunk.ordinal,
+                    chunk.id.as_bytes(),
+                    chunk.lines.0,
+                    chunk.lines.1
+                ])
+                .map_err(sql_error(context()))?;
+            let inserted = chunk_stmt
+                .execute(params![
+                    chunk.id.as_bytes(),
+                    encode_heading(&chunk.heading_path),
+                    chunk.text
+                ])
+                .map_err(sql_error(context()))?;
+            if inserted == 1 {
+                self.log("add", &chunk.id)?;
+                self.outcome.chunks_added += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops a document that no source holds any more, and the chunks only it referenced.
+    fn release(&mut self, doc_hash: &DocHash) -> Result<()> {
+        let still_held = self
+            .tx
+            .prepare_cached("SELECT 1 FROM sources WHERE doc_hash = ?1")
+            .and_then(|mut stmt| stmt.exists([doc_hash.as_bytes()]))
+            .map_err(sql_error("read sources"))?;
+        if still_held {
+            return Ok(());
+        }
+        let context = || format!("release document {doc_hash}");
+        let chunk_ids: Vec<ChunkId> = {
+            let mut stmt = self
+                .tx
+                .prepare_cached("SELECT DISTINCT chunk_id FROM doc_chunks WHERE doc_hash = ?1")
+                .map_err(sql_error(context()))?;
+            stmt.query_map([doc_hash.as_bytes()], |row| chunk_id_column(row, 0))
+                .and_then(|rows| rows.collect())
+                .map_err(sql_error(context()))?
+        };
+        for sql in [
+            "DELETE FROM doc_chunks WHERE doc_hash = ?1",
+            "DELETE FROM doc_tags WHERE doc_hash = ?1",
+            "DELETE FROM documents WHERE doc_hash = ?1",
+        ] {
+            self.tx
+                .prepare_cached(sql)
+                .and_then(|mut stmt| stmt.execute([doc_hash.as_bytes()]))
+                .map_err(sql_error(context()))?;
+        }
+        for chunk_id in chunk_ids {
+            let referenced = self
+                .tx
+                .prepare_cached("SELECT 1 FROM doc_chunks WHERE chunk_id = ?1")
+                .and_then(|mut stmt| stmt.exists([chunk_id.as_bytes()]))
+                .map_err(sql_error(context()))?;
+            if !referenced {
+                self.tx
+                    .prepare_cached("DELETE FROM chunks WHERE chunk_id = ?1")
+                    .and_then(|mut stmt| stmt.execute([chunk_id.as_bytes()]))
+                    .map_err(sql_error(context()))?;
+                self.log("remove", &chunk_id)?;
+                self.outcome.chunks_removed += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn log(&mut self, op: &str, chunk_id: &ChunkId) -> Result<()> {
+        self.tx
+            .prepare_cached("INSERT INTO chunk_log (generation, op, chunk_id) VALUES (?1, ?2, ?3)")
+            .and_then(|mut stmt| stmt.execute(params![self.generation, op, chunk_id.as_bytes()]))
+            .map_err(sql_error("write chunk log"))?;
+        Ok(())
+    }
+}
+
+/// Maps a rusqlite error to the library's: busy and locked become the retryable `Busy`.
+pub(crate) fn sql_error(context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> Error {
+    let context = context.into();
+    move |source| match source.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            Error::Busy { context }
+        }
+        _ => Error::Ledger { context, source },
+    }
+}
+
+fn doc_hash_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<DocHash> {
+    let bytes: Vec<u8> = row.get(index)?;
+    DocHash::from_slice(&bytes).ok_or_else(|| bad_blob(index))
+}
+
+fn chunk_id_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<ChunkId> {
+    let bytes: Vec<u8> = row.get(index)?;
+    ChunkId::from_slice(&bytes).ok_or_else(|| bad_blob(index))
+}
+
+fn bad_blob(index: usize) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        index,
+        rusqlite::types::Type::Blob,
+        "a hash column does not hold 32 bytes".into(),
+    )
+}
+
+fn encode_heading(heading_path: &[String]) -> String {
+    serde_json::to_string(heading_path).expect("a list of strings always serialises")
+}
+
+fn decode_heading(json: &str) -> Vec<String> {
+    serde_json::from_str(json).unwrap_or_default()
+}

@@ -1,0 +1,45 @@
+//! Status: what the store holds and how fresh it is, read without the writer lock.
+
+use serde::Serialize;
+
+use crate::clock;
+use crate::error::Result;
+use crate::store::StoreReader;
+
+/// The `status --json` contract.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StatusReport {
+    pub documents: u64,
+    pub sources: u64,
+    pub chunks: u64,
+    /// The ledger's generation.
+    pub generation: u64,
+    /// The generation of the index's last commit; below `generation` while the index lags.
+    pub index_generation: u64,
+    pub last_ingest: Option<String>,
+    /// Milliseconds since the epoch of the last finished ingest (for `--max-age` checks).
+    #[serde(skip)]
+    pub last_ingest_ms: Option<i64>,
+    pub audit_events: u64,
+    pub usage_units: u64,
+    pub idempotency_keys: u64,
+}
+
+/// Reads the store's counts and generations.
+pub fn status(reader: &StoreReader) -> Result<StatusReport> {
+    let ledger = reader.ledger();
+    let counts = ledger.counts()?;
+    let last_ingest_ms = ledger.last_ingest_ms()?;
+    Ok(StatusReport {
+        documents: counts.documents,
+        sources: counts.sources,
+        chunks: counts.chunks,
+        generation: ledger.generation()?.0,
+        index_generation: reader.index().generation()?.0,
+        last_ingest: last_ingest_ms.map(clock::rfc3339),
+        last_ingest_ms,
+        audit_events: counts.audit_events,
+        usage_units: counts.usage_units,
+        idempotency_keys: counts.idempotency_keys,
+    })
+}

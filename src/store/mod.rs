@@ -1,0 +1,267 @@
+//! The store: the ledger and the index together, and the crash-safety protocol between them.
+//!
+//! A store is a folder: `ledger.sqlite` (the source of truth), `index/` (the Tantivy projection)
+//! and `lock` (the writer lock). They cannot share a transaction, so they are kept consistent by
+//! the ledger's `chunk_log` (the outbox pattern):
+//!
+//! 1. `commit` writes a batch to the ledger in one transaction, with one log row per chunk added
+//!    or removed, under a new generation;
+//! 2. then applies that generation to Tantivy (delete every logged ID, add back those the ledger
+//!    holds) and commits Tantivy with the generation as its payload;
+//! 3. `catch_up`, run by every writer when it opens the store, replays whatever generations the
+//!    index lacks, and `rebuild` makes the index again from the ledger alone.
+//!
+//! `commit`, `catch_up` and `rebuild` are the only Tantivy writers. Readers (`StoreReader`)
+//! never take the lock, never replay and never write.
+
+mod lock;
+
+use std::path::{Path, PathBuf};
+
+use crate::crash::crash_point;
+use crate::error::{Error, Result};
+use crate::ids::{ChunkId, Generation};
+use crate::index::{Index, IndexedChunk, Writer};
+use crate::ledger::{Access, Batch, BatchOutcome, Ledger};
+
+pub use lock::{LockWait, WriterLock};
+
+/// How many chunks are read from the ledger at a time while applying to the index.
+const APPLY_READ_BATCH: usize = 2_000;
+
+/// The files of a store folder.
+#[derive(Clone, Debug)]
+pub struct StorePaths {
+    pub dir: PathBuf,
+}
+
+impl StorePaths {
+    pub fn new(dir: &Path) -> StorePaths {
+        StorePaths {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    pub fn ledger(&self) -> PathBuf {
+        self.dir.join("ledger.sqlite")
+    }
+
+    pub fn index(&self) -> PathBuf {
+        self.dir.join("index")
+    }
+}
+
+/// What `catch_up` found and did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CatchUp {
+    /// The index was at the ledger's generation.
+    InStep,
+    /// The index was behind and the missing generations were replayed.
+    Replayed { from: Generation, to: Generation },
+    /// The index could not be brought up to date by a replay and was rebuilt.
+    Rebuilt { from: Generation, to: Generation },
+}
+
+/// A store opened for writing: it holds the writer lock until dropped.
+pub struct Store {
+    paths: StorePaths,
+    ledger: Ledger,
+    index: Index,
+    writer: Option<Writer>,
+    index_generation: Generation,
+    _lock: WriterLock,
+}
+
+impl Store {
+    /// Creates the store folder if needed, takes the writer lock, opens both parts and brings
+    /// the index up to the ledger (`catch_up`) before anything else.
+    pub fn open(dir: &Path, wait: LockWait) -> Result<(Store, CatchUp)> {
+        std::fs::create_dir_all(dir)
+            .map_err(|err| Error::io(format!("create store {}", dir.display()), err))?;
+        let lock = WriterLock::acquire(dir, wait)?;
+        let paths = StorePaths::new(dir);
+        let ledger = Ledger::open(&paths.ledger(), Access::ReadWrite)?;
+        let index = Index::open_or_create(&paths.index())?;
+        let index_generation = index.generation()?;
+        let mut store = Store {
+            paths,
+            ledger,
+            index,
+            writer: None,
+            index_generation,
+            _lock: lock,
+        };
+        let caught_up = store.catch_up()?;
+        Ok((store, caught_up))
+    }
+
+    pub fn paths(&self) -> &StorePaths {
+        &self.paths
+    }
+
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    pub fn ledger_mut(&mut self) -> &mut Ledger {
+        &mut self.ledger
+    }
+
+    /// Commits one batch: the ledger transaction first, then the Tantivy commit of the new
+    /// generation.
+    ///
+    /// If it fails or the process dies before the ledger commit, nothing of the batch is
+    /// written. After it, the ledger holds the batch and its log rows; the next writer's
+    /// `catch_up` applies whatever the index missed.
+    pub fn commit(&mut self, batch: &Batch) -> Result<BatchOutcome> {
+        if batch.is_empty() {
+            return Ok(BatchOutcome::default());
+        }
+        let outcome = self.ledger.apply_batch(batch)?;
+        crash_point("store.after_ledger_commit");
+        if let Some(generation) = outcome.generation {
+            let from = self.index_generation;
+            self.apply_log(from)?;
+            crash_point("store.after_index_apply");
+            self.commit_index(generation)?;
+            crash_point("store.after_index_commit");
+            self.ledger.prune_log(generation)?;
+            crash_point("store.after_log_prune");
+        }
+        Ok(outcome)
+    }
+
+    /// Brings the index to the ledger's generation.
+    ///
+    /// Replays the logged generations the index lacks: for every chunk ID they touch, delete it
+    /// from the index and add it back if the ledger still holds it. Deleting before adding makes
+    /// a replay safe to repeat, so a crash inside a replay heals at the next one. When the log
+    /// no longer reaches back to the index's generation, or the index is *ahead* of the ledger
+    /// (a ledger restored from a backup), the index is rebuilt from the ledger instead.
+    pub fn catch_up(&mut self) -> Result<CatchUp> {
+        let ledger_generation = self.ledger.generation()?;
+        let from = self.index_generation;
+        if from == ledger_generation {
+            return Ok(CatchUp::InStep);
+        }
+        if from > ledger_generation || from < self.ledger.log_floor()? {
+            self.rebuild()?;
+            return Ok(CatchUp::Rebuilt {
+                from,
+                to: ledger_generation,
+            });
+        }
+        crash_point("catch_up.before_apply");
+        self.apply_log(from)?;
+        crash_point("catch_up.before_commit");
+        self.commit_index(ledger_generation)?;
+        crash_point("catch_up.after_commit");
+        self.ledger.prune_log(ledger_generation)?;
+        Ok(CatchUp::Replayed {
+            from,
+            to: ledger_generation,
+        })
+    }
+
+    /// Makes the index again from the ledger alone, in one Tantivy commit: until that commit
+    /// lands, readers (and a crash) see the previous index whole.
+    pub fn rebuild(&mut self) -> Result<Generation> {
+        let generation = self.ledger.generation()?;
+        let writer = writer_of(&mut self.writer, &self.index)?;
+        writer.clear()?;
+        crash_point("rebuild.after_clear");
+        self.ledger.for_each_chunk(|chunk| {
+            writer.add(&IndexedChunk {
+                id: chunk.id,
+                heading_path: &chunk.heading_path,
+                text: &chunk.text,
+            })
+        })?;
+        crash_point("rebuild.before_commit");
+        self.commit_index(generation)?;
+        crash_point("rebuild.after_commit");
+        self.ledger.prune_log(generation)?;
+        Ok(generation)
+    }
+
+    /// Waits for Tantivy's background merges and releases its writer.
+    pub fn close(mut self) -> Result<()> {
+        if let Some(writer) = self.writer.take() {
+            writer.finish()?;
+        }
+        Ok(())
+    }
+
+    /// Stages in the Tantivy writer every chunk change logged after generation `after`.
+    fn apply_log(&mut self, after: Generation) -> Result<()> {
+        let changed: Vec<ChunkId> = self.ledger.changed_since(after)?;
+        let writer = writer_of(&mut self.writer, &self.index)?;
+        for ids in changed.chunks(APPLY_READ_BATCH) {
+            for id in ids {
+                writer.delete(id);
+            }
+            for chunk in self.ledger.chunks(ids)? {
+                writer.add(&IndexedChunk {
+                    id: chunk.id,
+                    heading_path: &chunk.heading_path,
+                    text: &chunk.text,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn commit_index(&mut self, generation: Generation) -> Result<()> {
+        let writer = writer_of(&mut self.writer, &self.index)?;
+        writer.commit(generation)?;
+        self.index_generation = generation;
+        Ok(())
+    }
+}
+
+/// The Tantivy writer, opened on first use: a run with nothing to write never opens it, so it
+/// leaves the index folder untouched.
+fn writer_of<'a>(slot: &'a mut Option<Writer>, index: &Index) -> Result<&'a mut Writer> {
+    if slot.is_none() {
+        *slot = Some(index.writer()?);
+    }
+    Ok(slot.as_mut().expect("the writer was just opened"))
+}
+
+/// A store opened for reading: no lock, no replay, no writes.
+pub struct StoreReader {
+    paths: StorePaths,
+    ledger: Ledger,
+    index: Index,
+}
+
+impl StoreReader {
+    /// Opens an existing store. Fails with `Error::NoStore` when there is none.
+    pub fn open(dir: &Path) -> Result<StoreReader> {
+        let paths = StorePaths::new(dir);
+        if !paths.ledger().exists() {
+            return Err(Error::NoStore {
+                path: dir.to_path_buf(),
+            });
+        }
+        let ledger = Ledger::open(&paths.ledger(), Access::ReadOnly)?;
+        let index = Index::open(&paths.index())?;
+        Ok(StoreReader {
+            paths,
+            ledger,
+            index,
+        })
+    }
+
+    pub fn paths(&self) -> &StorePaths {
+        &self.paths
+    }
+
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+}

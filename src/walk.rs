@@ -1,0 +1,334 @@
+//! Walking a root folder: which files are documents, and what could not be looked at.
+//!
+//! The walk finds `.md`, `.markdown` and `.txt` files, skips hidden entries and `--exclude`
+//! globs, never follows a symbolic link out of the root (nor any link to a folder), and skips
+//! anything that is not a regular file with a warning. It reads no file contents; it records
+//! the folders and files it could not read so that deletions under them are held back.
+
+use std::ffi::OsStr;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::Serialize;
+
+use crate::chunk::DocKind;
+use crate::error::{Error, Result};
+
+/// The stat fields the ledger's cache compares to decide whether a file must be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStat {
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub inode: u64,
+}
+
+/// A problem with one input path. It never stops a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    /// The path, relative to the root it was found under.
+    pub path: String,
+    pub message: String,
+    #[serde(skip)]
+    pub kind: WarningKind,
+}
+
+/// Whether a warning means the path's state is unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WarningKind {
+    /// The path was looked at and deliberately left out (or indexed with a caveat).
+    Skipped,
+    /// The path could not be read: its documents (and those under it) are kept as they were.
+    Unreadable,
+}
+
+impl Warning {
+    pub fn skipped(path: &str, message: impl Into<String>) -> Warning {
+        Warning {
+            path: path.to_string(),
+            message: message.into(),
+            kind: WarningKind::Skipped,
+        }
+    }
+
+    pub fn unreadable(path: &str, message: impl Into<String>) -> Warning {
+        Warning {
+            path: path.to_string(),
+            message: message.into(),
+            kind: WarningKind::Unreadable,
+        }
+    }
+}
+
+/// Which entries the walk leaves out.
+#[derive(Clone, Debug, Default)]
+pub struct Excludes {
+    by_name: GlobSet,
+    by_path: GlobSet,
+}
+
+impl Excludes {
+    /// Compiles `--exclude` globs. A glob without `/` matches a file or folder name anywhere
+    /// (`drafts`, `*.tmp.md`); a glob with `/` matches the path relative to the root
+    /// (`archive/**`, `**/old/*.md`).
+    pub fn new(globs: &[String]) -> Result<Excludes> {
+        let mut by_name = GlobSetBuilder::new();
+        let mut by_path = GlobSetBuilder::new();
+        for glob in globs {
+            let compiled = Glob::new(glob.trim_start_matches("./"))
+                .map_err(|err| Error::Usage(format!("bad --exclude glob {glob:?}: {err}")))?;
+            if glob.contains('/') {
+                by_path.add(compiled);
+            } else {
+                by_name.add(compiled);
+            }
+        }
+        let build = |builder: GlobSetBuilder| {
+            builder
+                .build()
+                .map_err(|err| Error::Usage(format!("bad --exclude globs: {err}")))
+        };
+        Ok(Excludes {
+            by_name: build(by_name)?,
+            by_path: build(by_path)?,
+        })
+    }
+
+    fn excludes(&self, name: &OsStr, rel_path: &str) -> bool {
+        self.by_name.is_match(name) || self.by_path.is_match(rel_path)
+    }
+}
+
+/// A document file found by the walk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalkedFile {
+    /// Relative to the root, with `/` separators: the source's name in the ledger.
+    pub rel_path: String,
+    /// What to open: the entry itself, or for a link inside the root, its canonical target.
+    pub read_path: PathBuf,
+    pub kind: DocKind,
+    pub stat: FileStat,
+}
+
+/// What a walk found.
+#[derive(Clone, Debug, Default)]
+pub struct Walk {
+    pub files: Vec<WalkedFile>,
+    pub warnings: Vec<Warning>,
+    /// Relative paths (files or folders) that could not be read.
+    pub unreadable: Vec<String>,
+}
+
+impl Walk {
+    /// True when `rel_path` is, or is under, a path that could not be read.
+    pub fn is_held_back(&self, rel_path: &str) -> bool {
+        self.unreadable.iter().any(|bad| {
+            bad.is_empty()
+                || rel_path == bad
+                || (rel_path.starts_with(bad.as_str())
+                    && rel_path.as_bytes().get(bad.len()) == Some(&b'/'))
+        })
+    }
+}
+
+/// Walks `root`, which must be a canonical path to a folder.
+pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
+    let meta = std::fs::metadata(root)
+        .map_err(|err| Error::Usage(format!("cannot read folder {}: {err}", root.display())))?;
+    if !meta.is_dir() {
+        return Err(Error::Usage(format!("{} is not a folder", root.display())));
+    }
+    let mut walk = Walk::default();
+    let entries = walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|entry| {
+            if entry.depth() == 0 {
+                return true;
+            }
+            let name = entry.file_name();
+            if name.as_encoded_bytes().first() == Some(&b'.') {
+                return false;
+            }
+            match relative(root, entry.path()) {
+                Some(rel) => !excludes.excludes(name, &rel),
+                None => true,
+            }
+        });
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(err) => {
+                let rel = err
+                    .path()
+                    .and_then(|p| relative(root, p))
+                    .unwrap_or_default();
+                let message = match err.io_error() {
+                    Some(io) => format!("cannot read: {io}"),
+                    None => format!("cannot read: {err}"),
+                };
+                walk.warnings.push(Warning::unreadable(&rel, message));
+                walk.unreadable.push(rel);
+                continue;
+            }
+        };
+        if entry.depth() == 0 {
+            continue;
+        }
+        let Some(rel) = relative(root, entry.path()) else {
+            walk.warnings.push(Warning::skipped(
+                &entry.path().to_string_lossy(),
+                "file name is not valid UTF-8; skipped",
+            ));
+            continue;
+        };
+        let file_type = entry.file_type();
+        if file_type.is_dir() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy();
+        if file_type.is_symlink() {
+            if let Some(file) = follow_link(root, entry.path(), &rel, &name, &mut walk) {
+                walk.files.push(file);
+            }
+            continue;
+        }
+        if !file_type.is_file() {
+            walk.warnings.push(Warning::skipped(
+                &rel,
+                format!("not a regular file ({}); skipped", special_kind(&file_type)),
+            ));
+            continue;
+        }
+        let Some(kind) = DocKind::from_file_name(&name) else {
+            continue;
+        };
+        match entry.metadata() {
+            Ok(meta) => walk.files.push(WalkedFile {
+                rel_path: rel,
+                read_path: entry.path().to_path_buf(),
+                kind,
+                stat: stat_of(&meta),
+            }),
+            Err(err) => {
+                walk.warnings
+                    .push(Warning::unreadable(&rel, format!("cannot stat: {err}")));
+                walk.unreadable.push(rel);
+            }
+        }
+    }
+    Ok(walk)
+}
+
+/// The stat fields the ledger's cache keeps.
+pub fn stat_of(meta: &std::fs::Metadata) -> FileStat {
+    FileStat {
+        size: meta.len(),
+        mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+        inode: meta.ino(),
+    }
+}
+
+/// A symbolic link inside the root: indexed under its own name when it leads to a document
+/// file inside the root; otherwise skipped, with a warning unless it leads to a folder (which
+/// the walk reaches by its real path anyway, so following it would only count it twice).
+fn follow_link(
+    root: &Path,
+    path: &Path,
+    rel: &str,
+    name: &str,
+    walk: &mut Walk,
+) -> Option<WalkedFile> {
+    let target = match std::fs::canonicalize(path) {
+        Ok(target) => target,
+        Err(err) => {
+            if DocKind::from_file_name(name).is_some() {
+                walk.warnings.push(Warning::skipped(
+                    rel,
+                    format!("symbolic link is dangling or loops ({err}); skipped"),
+                ));
+            }
+            return None;
+        }
+    };
+    if !target.starts_with(root) {
+        walk.warnings.push(Warning::skipped(
+            rel,
+            "symbolic link leads out of the folder; not followed",
+        ));
+        return None;
+    }
+    let meta = std::fs::metadata(&target).ok()?;
+    let kind = DocKind::from_file_name(name)?;
+    if !meta.is_file() {
+        return None;
+    }
+    Some(WalkedFile {
+        rel_path: rel.to_string(),
+        read_path: target,
+        kind,
+        stat: stat_of(&meta),
+    })
+}
+
+fn special_kind(file_type: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_fifo() {
+        "FIFO"
+    } else if file_type.is_socket() {
+        "socket"
+    } else if file_type.is_block_device() || file_type.is_char_device() {
+        "device"
+    } else {
+        "unknown type"
+    }
+}
+
+/// `path` relative to `root` with `/` separators; `None` when not valid UTF-8.
+fn relative(root: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(root).ok()?;
+    let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
+    Some(parts?.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Excludes, Walk, walk};
+
+    #[test]
+    fn finds_documents_and_skips_hidden_and_excluded() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().canonicalize().expect("canonical");
+        for (path, text) in [
+            ("a.md", "a"),
+            ("b.txt", "b"),
+            ("c.rs", "c"),
+            (".hidden.md", "h"),
+            (".git/x.md", "x"),
+            ("sub/d.markdown", "d"),
+            ("drafts/e.md", "e"),
+            ("archive/old/f.md", "f"),
+        ] {
+            let full = root.join(path);
+            std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+            std::fs::write(full, text).expect("write");
+        }
+        let excludes = Excludes::new(&["drafts".into(), "archive/**".into()]).expect("globs");
+        let found = walk(&root, &excludes).expect("walk");
+        let paths: Vec<&str> = found.files.iter().map(|f| f.rel_path.as_str()).collect();
+        assert_eq!(paths, ["a.md", "b.txt", "sub/d.markdown"]);
+        assert!(found.warnings.is_empty(), "{:?}", found.warnings);
+    }
+
+    #[test]
+    fn held_back_matches_whole_components() {
+        let walk = Walk {
+            unreadable: vec!["locked".into()],
+            ..Walk::default()
+        };
+        assert!(walk.is_held_back("locked/a.md"));
+        assert!(walk.is_held_back("locked"));
+        assert!(!walk.is_held_back("lockedness.md"));
+    }
+}

@@ -1,0 +1,75 @@
+//! Invariant 2 under real kills: SIGKILL a running `groundidx ingest` on a real corpus at random
+//! moments, change a few files between rounds, and check that the store always heals to what a
+//! clean ingest holds.
+//!
+//! The short version runs in the suite; `GROUNDIDX_SOAK_ROUNDS=N` makes it longer.
+
+use std::time::Duration;
+
+use crate::support::{Env, Rng, clean_export, corpus};
+
+#[test]
+fn sigkill_at_random_moments_on_a_real_corpus_heals() {
+    let Some(corpus) = corpus("opensearch-docs") else {
+        return;
+    };
+    let rounds: usize = std::env::var("GROUNDIDX_SOAK_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let mut rng = Rng::from_env("sigkill soak");
+    let env = Env::copy_of(&corpus);
+    let docs = env.docs.to_str().expect("utf-8").to_string();
+    let mut files: Vec<std::path::PathBuf> = walkdir::WalkDir::new(&env.docs)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "md"))
+        .map(|e| e.into_path())
+        .collect();
+    files.sort();
+
+    let mut killed = 0;
+    for round in 0..rounds {
+        let mut child = env
+            .command(&["ingest", &docs, "--json", "--batch-files", "200"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn ingest");
+        let delay = Duration::from_millis(50 + rng.below(2_500));
+        std::thread::sleep(delay);
+        if child.try_wait().expect("poll child").is_none() {
+            child.kill().expect("SIGKILL");
+            killed += 1;
+        }
+        child.wait().expect("reap child");
+
+        // Change a few files: an edit, a deletion, a new file and a rename.
+        let pick = |rng: &mut Rng| files[rng.below(files.len() as u64) as usize].clone();
+        let edited = pick(&mut rng);
+        if let Ok(text) = std::fs::read_to_string(&edited) {
+            std::fs::write(
+                &edited,
+                format!("{text}\n\nRound {round} added this line.\n"),
+            )
+            .expect("edit");
+        }
+        let deleted = pick(&mut rng);
+        let _ = std::fs::remove_file(&deleted);
+        env.write(
+            &format!("soak/new-{round}.md"),
+            &format!("# Round {round}\n\nNew in round {round}.\n"),
+        );
+        let renamed = pick(&mut rng);
+        let _ = std::fs::rename(&renamed, renamed.with_extension(format!("r{round}.md")));
+        files.retain(|f| f.exists());
+    }
+    eprintln!("sigkill soak: {rounds} rounds, {killed} killed mid-run");
+
+    let healed = env.json(&["ingest", &docs, "--json"]);
+    assert_eq!(healed["documents"]["skipped"], 0, "{healed}");
+    env.assert_verified();
+    assert_eq!(env.export(), clean_export(&env.docs));
+    let again = env.json(&["ingest", &docs, "--json"]);
+    assert_eq!(again["chunks"]["added"], 0, "{again}");
+}

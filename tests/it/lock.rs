@@ -1,0 +1,81 @@
+//! One writer at a time: a second writer waits or exits 75 and changes nothing; readers never
+//! take the lock.
+
+use std::time::{Duration, Instant};
+
+use groundidx::store::{LockWait, WriterLock};
+
+use crate::support::{Env, clean_export};
+
+#[test]
+fn a_second_writer_exits_75_and_readers_go_on() {
+    let env = Env::sample();
+    env.ingest();
+    let docs = env.docs.to_str().expect("utf-8");
+    env.write(
+        "new.md",
+        "# New\n\nWritten while another writer holds the lock.\n",
+    );
+    let lock = WriterLock::acquire(&env.store, LockWait::NoWait).expect("take the lock");
+
+    let output = env.run(&["ingest", docs, "--no-wait"]);
+    assert_eq!(output.status.code(), Some(75));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("another groundidx process"), "{stderr}");
+
+    let started = Instant::now();
+    let output = env.run(&["ingest", docs, "--wait", "1"]);
+    assert_eq!(output.status.code(), Some(75));
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "--wait 1 did not wait"
+    );
+    assert_eq!(env.run(&["rebuild", "--no-wait"]).status.code(), Some(75));
+
+    // Readers do not take the lock.
+    assert_eq!(
+        env.search("signing key", 1)["hits"]
+            .as_array()
+            .expect("hits")
+            .len(),
+        1
+    );
+    env.json(&["status", "--json"]);
+    env.assert_verified();
+    let hits = env.search("another writer holds the lock", 20);
+    assert!(
+        hits["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .all(|hit| hit["paths"][0] != "new.md"),
+        "a refused writer changed the store: {hits}"
+    );
+
+    drop(lock);
+    env.json(&["ingest", docs, "--json", "--no-wait"]);
+    assert_eq!(
+        env.search("another writer holds the lock", 1)["hits"][0]["paths"][0],
+        "new.md"
+    );
+}
+
+#[test]
+fn two_ingests_started_together_leave_one_consistent_store() {
+    let env = Env::sample();
+    let docs = env.docs.to_str().expect("utf-8");
+    let mut running: Vec<std::process::Child> = (0..3)
+        .map(|_| {
+            env.command(&["ingest", docs, "--json"])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    for child in &mut running {
+        let status = child.wait().expect("wait");
+        assert_eq!(status.code(), Some(0));
+    }
+    env.assert_verified();
+    assert_eq!(env.export(), clean_export(&env.docs));
+}

@@ -1,0 +1,29 @@
+//! Integration tests: the real `groundidx` binary on real folders.
+//!
+//! Table of contents, one file per promise:
+//! - `support`: the test environment (a temp copy of `sample_docs/`, a store, a runner).
+//! - `reingest`: invariant 1, a re-run on unchanged documents writes nothing.
+//! - `edits`: edits, renames, deletions and shared passages write only what changed.
+//! - `crash`: invariant 2, an abort at every named crash point heals on the next run.
+//! - `kill`: invariant 2 again, SIGKILL at random moments on a real corpus.
+//! - `search`: invariant 3, no passage twice; filters, snippets and the JSON contract.
+//! - `verify`: invariant 4, verify passes on a healthy store and names every difference.
+//! - `malformed`: invariant 6, hostile files warn and hurt no other document.
+//! - `deletion`: deletions wait for a clean walk; the mass-delete guard; roots stay apart.
+//! - `lock`: one writer at a time; readers never wait.
+//! - `cli`: exit codes, usage errors, help, store location and schema version.
+//! - `tidy`: every source file documents itself and appears in ARCHITECTURE.md.
+
+mod support;
+
+mod cli;
+mod crash;
+mod deletion;
+mod edits;
+mod kill;
+mod lock;
+mod malformed;
+mod reingest;
+mod search;
+mod tidy;
+mod verify;

@@ -1,0 +1,174 @@
+//! Invariant 3 and the search contract: no passage twice, every source listed, filters,
+//! snippets, a lenient parser and the `--json` fields scripts rely on.
+
+use std::collections::HashSet;
+
+use crate::support::Env;
+
+#[test]
+fn search_never_returns_the_same_text_twice() {
+    let env = Env::sample();
+    env.ingest();
+    // "Support contacts" is the same passage under two different headings.
+    let response = env.search("page the on-call security engineer", 20);
+    let hits = response["hits"].as_array().expect("hits");
+    let mut texts = HashSet::new();
+    for hit in hits {
+        let text: String = hit["text"]
+            .as_str()
+            .expect("text")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(texts.insert(text), "a passage came back twice: {response}");
+    }
+    let folded = hits
+        .iter()
+        .find(|hit| {
+            hit["text"]
+                .as_str()
+                .expect("text")
+                .contains("keyctl resume")
+        })
+        .expect("the shared passage is found");
+    let mut paths: Vec<&str> = folded["paths"]
+        .as_array()
+        .expect("paths")
+        .iter()
+        .map(|p| p.as_str().expect("path"))
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        ["handbook/backups.md", "handbook/key-rotation.md"],
+        "{folded}"
+    );
+}
+
+#[test]
+fn hits_carry_the_contract_fields() {
+    let env = Env::sample();
+    env.ingest();
+    let response = env.search("rotate the signing key", 5);
+    assert!(response["generation"].as_u64().expect("generation") >= 1);
+    assert!(
+        response["last_ingest"]
+            .as_str()
+            .expect("last_ingest")
+            .ends_with('Z')
+    );
+    let hit = &response["hits"][0];
+    for field in [
+        "chunk_id", "score", "paths", "heading", "lines", "snippet", "text",
+    ] {
+        assert!(!hit[field].is_null(), "hit lacks {field}: {hit}");
+    }
+    assert_eq!(hit["chunk_id"].as_str().expect("id").len(), 64);
+    assert_eq!(hit["paths"][0], "handbook/key-rotation.md");
+    assert!(
+        hit["heading"]
+            .as_str()
+            .expect("heading")
+            .starts_with("Signing key rotation")
+    );
+    assert!(
+        hit["snippet"].as_str().expect("snippet").contains("**"),
+        "{hit}"
+    );
+    let lines = hit["lines"].as_array().expect("lines");
+    assert!(lines[0].as_u64() <= lines[1].as_u64());
+}
+
+#[test]
+fn stemming_and_heading_boost() {
+    let env = Env::sample();
+    env.ingest();
+    // "rotating" stems to "rotat", like "rotate" and "rotation".
+    let response = env.search("rotating", 3);
+    assert!(
+        response["hits"][0]["paths"][0]
+            .as_str()
+            .expect("path")
+            .contains("key-rotation"),
+        "{response}"
+    );
+}
+
+#[test]
+fn path_and_tag_filters() {
+    let env = Env::sample();
+    env.ingest();
+    let all = env.search("days", 20);
+    assert!(all["hits"].as_array().expect("hits").len() > 1);
+    let notes = env.json(&["search", "days", "--json", "--path", "notes/"]);
+    for hit in notes["hits"].as_array().expect("hits") {
+        assert!(
+            hit["paths"]
+                .as_array()
+                .expect("paths")
+                .iter()
+                .any(|p| p.as_str().expect("path").starts_with("notes/")),
+            "{hit}"
+        );
+    }
+    assert!(!notes["hits"].as_array().expect("hits").is_empty());
+    let security = env.json(&["search", "days", "--json", "--tag", "security"]);
+    let hits = security["hits"].as_array().expect("hits");
+    assert!(!hits.is_empty());
+    for hit in hits {
+        assert_eq!(hit["paths"][0], "handbook/key-rotation.md", "{hit}");
+    }
+    let none = env.json(&["search", "days", "--json", "--tag", "no-such-tag"]);
+    assert_eq!(none["hits"], serde_json::json!([]));
+}
+
+#[test]
+fn front_matter_is_metadata_not_text() {
+    let env = Env::sample();
+    env.ingest();
+    let response = env.search("tags operations security", 20);
+    for hit in response["hits"].as_array().expect("hits") {
+        assert!(
+            !hit["text"].as_str().expect("text").contains("tags:"),
+            "{hit}"
+        );
+    }
+}
+
+#[test]
+fn malformed_queries_never_fail() {
+    let env = Env::sample();
+    env.ingest();
+    for query in [
+        "\"unclosed",
+        "key AND",
+        "(((",
+        "title:",
+        "+-",
+        "::",
+        "k\u{e9}y \u{1F511}",
+        "a:b:c",
+        "*",
+    ] {
+        let output = env.run(&["search", query, "--json"]);
+        assert!(
+            output.status.success(),
+            "query {query:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let _: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    }
+}
+
+#[test]
+fn search_on_a_missing_store_says_what_to_do() {
+    let env = Env::empty();
+    let output = env.run(&["search", "anything"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no groundidx store") && stderr.contains("hint:"),
+        "{stderr}"
+    );
+    assert!(!env.store.exists(), "a reader must not create a store");
+}

@@ -1,0 +1,230 @@
+//! The test environment: a temp folder with a copy of `sample_docs/` and a store beside it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_groundidx");
+
+/// The repository's `sample_docs/`.
+pub fn sample_docs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_docs")
+}
+
+/// A shared corpus from `../shared/corpora/NAME`, or `GROUNDIDX_CORPORA/NAME`; `None` (with a
+/// message saying the test is skipped) when it is absent.
+pub fn corpus(name: &str) -> Option<PathBuf> {
+    let base = std::env::var_os("GROUNDIDX_CORPORA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpora"));
+    let path = base.join(name);
+    if path.is_dir() {
+        Some(path)
+    } else {
+        eprintln!(
+            "skipped: corpus {} not found (set GROUNDIDX_CORPORA to the corpora folder)",
+            path.display()
+        );
+        None
+    }
+}
+
+/// A temp folder holding `docs/` (the documents) and `store/`.
+pub struct Env {
+    pub tmp: tempfile::TempDir,
+    pub docs: PathBuf,
+    pub store: PathBuf,
+}
+
+impl Env {
+    /// An environment whose `docs/` is a copy of `sample_docs/`.
+    pub fn sample() -> Env {
+        let env = Env::empty();
+        copy_tree(&sample_docs(), &env.docs);
+        env
+    }
+
+    /// An environment whose `docs/` is a copy of `from`.
+    pub fn copy_of(from: &Path) -> Env {
+        let env = Env::empty();
+        copy_tree(from, &env.docs);
+        env
+    }
+
+    /// An environment with an empty `docs/`.
+    pub fn empty() -> Env {
+        let tmp = tempfile::tempdir().expect("create temp dir");
+        let docs = tmp.path().join("docs");
+        std::fs::create_dir_all(&docs).expect("create docs");
+        let store = tmp.path().join("store");
+        Env { tmp, docs, store }
+    }
+
+    /// A `groundidx --store STORE ARGS…` command, not yet run.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(BIN);
+        command.arg("--store").arg(&self.store).args(args);
+        command
+            .env_remove("GROUNDIDX_STORE")
+            .env_remove("GROUNDIDX_CRASH_AT");
+        command
+    }
+
+    /// Runs `groundidx --store STORE ARGS…`.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run groundidx")
+    }
+
+    /// Runs a command that must succeed (exit 0) and returns its stdout as JSON.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let output = self.run(args);
+        assert_success(&output, args);
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+            panic!(
+                "groundidx {args:?} printed no JSON ({err}):\n{}",
+                String::from_utf8_lossy(&output.stdout)
+            )
+        })
+    }
+
+    /// `ingest docs --json`, which must succeed.
+    pub fn ingest(&self) -> Value {
+        let docs = self.docs.to_str().expect("utf-8 temp path");
+        self.json(&["ingest", docs, "--json"])
+    }
+
+    /// `search QUERY --json --top-k K`.
+    pub fn search(&self, query: &str, top_k: usize) -> Value {
+        self.json(&["search", query, "--json", "--top-k", &top_k.to_string()])
+    }
+
+    /// Every exported chunk: chunk ID to its sorted paths.
+    pub fn export(&self) -> BTreeMap<String, Vec<String>> {
+        export_of(self)
+    }
+
+    /// Writes a document under `docs/`, creating folders.
+    pub fn write(&self, rel: &str, text: &str) {
+        let path = self.docs.join(rel);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("create folders");
+        std::fs::write(path, text).expect("write document");
+    }
+
+    /// Asserts that `verify` passes.
+    pub fn assert_verified(&self) {
+        let report = self.json(&["verify", "--json"]);
+        assert_eq!(report["identical"], true, "verify: {report}");
+    }
+}
+
+fn export_of(env: &Env) -> BTreeMap<String, Vec<String>> {
+    let output = env.run(&["export"]);
+    assert_success(&output, &["export"]);
+    let mut chunks = BTreeMap::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let value: Value = serde_json::from_str(line).expect("export line is JSON");
+        let id = value["chunk_id"].as_str().expect("chunk_id").to_string();
+        let mut paths: Vec<String> = value["paths"]
+            .as_array()
+            .expect("paths")
+            .iter()
+            .map(|p| p.as_str().expect("path").to_string())
+            .collect();
+        paths.sort();
+        assert!(
+            chunks.insert(id.clone(), paths).is_none(),
+            "export repeats {id}"
+        );
+    }
+    chunks
+}
+
+/// What a clean ingest of `docs` into a fresh store holds.
+pub fn clean_export(docs: &Path) -> BTreeMap<String, Vec<String>> {
+    let clean = Env::empty();
+    let output = clean
+        .command(&[
+            "ingest",
+            docs.to_str().expect("utf-8"),
+            "--json",
+            "--allow-mass-delete",
+        ])
+        .output()
+        .expect("run groundidx");
+    assert!(
+        output.status.success() || output.status.code() == Some(3),
+        "clean ingest failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    export_of(&clean)
+}
+
+pub fn assert_success(output: &Output, args: &[&str]) {
+    assert!(
+        output.status.success(),
+        "groundidx {args:?} exited {:?}\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Copies a folder tree (regular files and folders only).
+pub fn copy_tree(from: &Path, to: &Path) {
+    for entry in walkdir::WalkDir::new(from) {
+        let entry = entry.expect("walk source tree");
+        let rel = entry.path().strip_prefix(from).expect("under the source");
+        let target = to.join(rel);
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&target).expect("create folder");
+        } else if entry.file_type().is_file() {
+            std::fs::copy(entry.path(), &target).expect("copy file");
+        }
+    }
+}
+
+/// Every file in the index folder with its length and modification time.
+pub fn index_files(store: &Path) -> BTreeMap<String, (u64, std::time::SystemTime)> {
+    let mut files = BTreeMap::new();
+    for entry in std::fs::read_dir(store.join("index")).expect("read index folder") {
+        let entry = entry.expect("index entry");
+        let meta = entry.metadata().expect("index file metadata");
+        files.insert(
+            entry.file_name().to_string_lossy().to_string(),
+            (meta.len(), meta.modified().expect("mtime")),
+        );
+    }
+    files
+}
+
+/// A small deterministic random number generator (xorshift64*), seeded and printed by tests.
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded from `GROUNDIDX_TEST_SEED`, else from the clock; prints the seed.
+    pub fn from_env(test: &str) -> Rng {
+        let seed = std::env::var("GROUNDIDX_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
+        eprintln!("{test}: GROUNDIDX_TEST_SEED={seed}");
+        Rng(seed.max(1))
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}

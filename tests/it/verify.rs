@@ -1,0 +1,83 @@
+//! Invariant 4: `verify` passes on a healthy store and exits 1 naming every difference
+//! otherwise. The differences are made by writing to the store behind groundidx's back.
+
+use groundidx::ids::Generation;
+use groundidx::index::{Index, IndexedChunk};
+
+use crate::support::Env;
+
+fn verify(env: &Env) -> (Option<i32>, serde_json::Value) {
+    let output = env.run(&["verify", "--json"]);
+    (
+        output.status.code(),
+        serde_json::from_slice(&output.stdout).expect("verify prints JSON"),
+    )
+}
+
+#[test]
+fn healthy_store_verifies() {
+    let env = Env::sample();
+    env.ingest();
+    let (code, report) = verify(&env);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["ledger_chunks"], report["index_chunks"]);
+}
+
+#[test]
+fn a_chunk_missing_from_the_ledger_is_named() {
+    let env = Env::sample();
+    env.ingest();
+    let victim = env.export().keys().next().expect("a chunk").clone();
+    let ledger = rusqlite::Connection::open(env.store.join("ledger.sqlite")).expect("open ledger");
+    let bytes: Vec<u8> = (0..32)
+        .map(|i| u8::from_str_radix(&victim[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect();
+    ledger
+        .execute("DELETE FROM chunks WHERE chunk_id = ?1", [bytes])
+        .expect("delete");
+    drop(ledger);
+    let (code, report) = verify(&env);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["extra_in_index"], serde_json::json!([victim]));
+    assert_eq!(report["lag_only"], false);
+    // A rebuild makes the index follow the ledger again.
+    env.json(&["rebuild", "--json"]);
+    assert_eq!(verify(&env).0, Some(0));
+}
+
+#[test]
+fn a_duplicated_chunk_in_the_index_is_named() {
+    let env = Env::sample();
+    env.ingest();
+    let exported = env.export();
+    let victim = exported.keys().next().expect("a chunk").clone();
+    let generation = env.json(&["status", "--json"])["generation"]
+        .as_u64()
+        .expect("generation");
+    {
+        let index = Index::open_or_create(&env.store.join("index")).expect("open index");
+        let mut writer = index.writer().expect("writer");
+        let heading = vec!["Injected".to_string()];
+        writer
+            .add(&IndexedChunk {
+                id: victim.parse().expect("id"),
+                heading_path: &heading,
+                text: "copy",
+            })
+            .expect("add");
+        writer.commit(Generation(generation)).expect("commit");
+        writer.finish().expect("finish");
+    }
+    let (code, report) = verify(&env);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["duplicated_in_index"], serde_json::json!([victim]));
+    let human = env.run(&["verify"]);
+    let stdout = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        stdout.contains(&format!("duplicated in index: {victim}")),
+        "{stdout}"
+    );
+    // The next writer does not paper over it, but a rebuild heals it.
+    env.json(&["rebuild", "--json"]);
+    assert_eq!(verify(&env).0, Some(0));
+}
