@@ -28,7 +28,13 @@ fn copy_tree(from: &Path, to: &Path) {
 
 fn run_ingest(store_dir: &Path, docs: &Path) {
     let (mut store, _) = Store::open(store_dir, LockWait::NoWait).expect("open store");
-    ingest(&mut store, &[docs.to_path_buf()], &IngestConfig::default(), &NoProgress).expect("ingest");
+    ingest(
+        &mut store,
+        &[docs.to_path_buf()],
+        &IngestConfig::default(),
+        &NoProgress,
+    )
+    .expect("ingest");
     store.close().expect("close");
 }
 

@@ -9,10 +9,13 @@ pub mod export;
 pub mod ids;
 pub mod index;
 pub mod ingest;
+pub mod keys;
 pub mod ledger;
 pub mod search;
+pub mod server;
 pub mod status;
 pub mod store;
+pub mod tools;
 pub mod verify;
 pub mod walk;
 

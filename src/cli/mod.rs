@@ -3,13 +3,18 @@
 //! Each subcommand has its own file with its `Args` and a `run` that calls the library and
 //! hands the result to `output`. Nothing here decides how indexing works.
 
+mod agent_args;
+mod audit;
 mod exit_code;
 mod export;
+mod gc;
 mod ingest;
+mod mcp;
 mod output;
 mod progress;
 mod rebuild;
 mod search;
+mod serve;
 mod status;
 mod verify;
 
@@ -60,6 +65,16 @@ pub enum Command {
     Rebuild(rebuild::Args),
     /// Print every chunk as one JSON object per line
     Export(export::Args),
+    /// Serve the search tools to an agent over MCP on stdin/stdout
+    Mcp(mcp::Args),
+    /// Serve the search tools over HTTP (MCP at /mcp, JSON at /v1/tools/...)
+    Serve(serve::Args),
+    /// Show the tool calls agents made, once per call however often retried
+    Audit(audit::Args),
+    /// Show the units each client used per rate-limit window
+    Usage(audit::Args),
+    /// Delete expired idempotency keys, and nothing else
+    Gc(gc::Args),
 }
 
 /// How long a writer waits for the store's lock.
@@ -102,6 +117,11 @@ pub fn run(cli: &Cli) -> ExitCode {
         Command::Verify(args) => verify::run(cli, args),
         Command::Rebuild(args) => rebuild::run(cli, args),
         Command::Export(args) => export::run(cli, args),
+        Command::Mcp(args) => mcp::run(cli, args),
+        Command::Serve(args) => serve::run(cli, args),
+        Command::Audit(args) => audit::run_audit(cli, args),
+        Command::Usage(args) => audit::run_usage(cli, args),
+        Command::Gc(args) => gc::run(cli, args),
     };
     match result {
         Ok(code) => code,

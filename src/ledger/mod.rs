@@ -7,6 +7,7 @@
 //!
 //! It never touches the index; `store` applies `chunk_log` to Tantivy.
 
+mod keys_sql;
 mod schema;
 
 use std::collections::{HashMap, HashSet};
@@ -21,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::ids::{ChunkId, DocHash, Generation};
 use crate::walk::FileStat;
 
+pub use keys_sql::{AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, UsageRow};
 pub use schema::SCHEMA_VERSION;
 
 /// How a ledger is opened.

@@ -92,6 +92,7 @@ CREATE TABLE idempotency_keys (
     fingerprint      BLOB NOT NULL,
     status           TEXT NOT NULL CHECK (status IN ('completed')),
     response         BLOB NOT NULL,
+    is_error         INTEGER NOT NULL,
     index_generation INTEGER NOT NULL,
     created_at       INTEGER NOT NULL,
     expires_at       INTEGER NOT NULL,
@@ -120,10 +121,13 @@ CREATE TABLE usage_events (
     key          TEXT NOT NULL,
     units        INTEGER NOT NULL,
     window_start INTEGER NOT NULL,
+    window_secs  INTEGER NOT NULL,
     created_at   INTEGER NOT NULL,
     UNIQUE (scope, key)
 );
-CREATE INDEX usage_events_by_scope_time ON usage_events(scope, created_at);
+CREATE INDEX usage_events_by_window ON usage_events(scope, window_start);
+CREATE INDEX usage_events_by_time ON usage_events(created_at);
+CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys(expires_at);
 
 INSERT INTO meta (name, value) VALUES ('generation', 0), ('log_floor', 0);
 ";

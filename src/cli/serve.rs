@@ -1,0 +1,82 @@
+//! `groundidx serve`
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use groundidx::server::{self, HttpConfig};
+use groundidx::{Error, Result};
+
+use crate::cli::agent_args::AgentArgs;
+use crate::cli::{Cli, ExitCode};
+
+/// Serve the search tools over HTTP: MCP Streamable HTTP at /mcp, a JSON API at
+/// /v1/tools/{search_docs,get_chunk}, and /health.
+///
+/// Binds 127.0.0.1 unless told otherwise; any other address needs --tokens. Browsers from other
+/// origins are refused (403). The server picks up each new ingest without a restart.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on (port 0 picks a free port; the address is printed on stderr)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub listen: SocketAddr,
+
+    /// TOML file mapping bearer tokens to client ids: [tokens] "TOKEN" = "client-id"
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
+
+    /// The client identity for requests when no tokens are configured
+    #[arg(long, value_name = "ID", default_value = "local")]
+    pub client_id: String,
+
+    /// Also allow requests from this Origin (e.g. https://app.example.com); repeatable
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenFile {
+    tokens: HashMap<String, String>,
+}
+
+fn read_tokens(path: &PathBuf) -> Result<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).map_err(|err| {
+        Error::Usage(format!("cannot read tokens file {}: {err}", path.display()))
+    })?;
+    let file: TokenFile = toml::from_str(&text).map_err(|err| {
+        Error::Usage(format!(
+            "tokens file {} is not valid: {}\nhint: write [tokens] then lines \"TOKEN\" = \"client-id\"",
+            path.display(),
+            err.message()
+        ))
+    })?;
+    if file.tokens.keys().any(|t| t.len() < 16) {
+        return Err(Error::Usage(format!(
+            "tokens file {}: every token needs at least 16 characters",
+            path.display()
+        )));
+    }
+    Ok(file.tokens)
+}
+
+pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
+    let tokens = match &args.tokens {
+        Some(path) => read_tokens(path)?,
+        None => HashMap::new(),
+    };
+    let config = HttpConfig {
+        listen: args.listen,
+        agent: args.agent.config(),
+        client_id: args.client_id.clone(),
+        tokens,
+        allowed_origins: args.allow_origin.clone(),
+    };
+    server::serve_http(&cli.store_dir(), &config, |addr| {
+        eprintln!("listening on http://{addr}");
+    })?;
+    Ok(ExitCode::Success)
+}

@@ -1,0 +1,524 @@
+//! Keyed tool calls: the agent path's only writes, made safe to retry.
+//!
+//! A call is validated, fingerprinted (`blake3` of the canonical JSON of the tool name and the
+//! arguments as received), looked up by `(scope, key)`, executed read-only, and recorded with
+//! its audit event and usage unit in one transaction (`Ledger::record_call`). A repeat with the
+//! same key and arguments gets the first answer's bytes and writes nothing; other arguments are
+//! refused and write nothing; a call over the quota is refused and writes nothing. This module
+//! is synchronous; `server` calls it from blocking tasks.
+
+mod canonical;
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::ids;
+use crate::ledger::{Access, KeyLookup, KeyRecord, Ledger, NewCall, RecordOutcome};
+use crate::store::{StorePaths, StoreReader};
+use crate::tools::{self, ArgumentError, ToolAnswer};
+
+pub use canonical::canonical_json;
+
+const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+/// How long a key's answer is kept by default.
+pub const DEFAULT_TTL_MS: i64 = 7 * DAY_MS;
+/// The shortest TTL allowed: a retry a day later must still be recognised.
+pub const MIN_TTL_MS: i64 = DAY_MS;
+/// The longest key accepted.
+pub const MAX_KEY_LEN: usize = 255;
+
+/// A per-client quota: `units` calls per `window_secs`-second window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimit {
+    pub units: u64,
+    pub window_secs: u64,
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        RateLimit {
+            units: 600,
+            window_secs: 60,
+        }
+    }
+}
+
+impl std::str::FromStr for RateLimit {
+    type Err = String;
+
+    /// `600/60s`, `100/1m`, `5000/1h`.
+    fn from_str(s: &str) -> Result<RateLimit, String> {
+        let (units, window) = s
+            .split_once('/')
+            .ok_or_else(|| format!("rate limit {s:?} is not UNITS/WINDOW, e.g. 600/60s"))?;
+        let units: u64 = units
+            .trim()
+            .parse()
+            .map_err(|_| format!("rate limit {s:?}: {units:?} is not a whole number"))?;
+        let window = parse_duration(window)?;
+        if units == 0 || window.as_secs() == 0 {
+            return Err(format!(
+                "rate limit {s:?} must allow at least 1 unit per 1 s"
+            ));
+        }
+        Ok(RateLimit {
+            units,
+            window_secs: window.as_secs(),
+        })
+    }
+}
+
+/// Parses `90s`, `30m`, `24h`, `7d` (a bare number is seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 90s, 30m, 24h or 7d"))?;
+    let seconds = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a duration like 90s, 30m, 24h or 7d"
+            ));
+        }
+    };
+    Ok(Duration::from_secs(number.saturating_mul(seconds)))
+}
+
+/// How keyed calls behave.
+#[derive(Clone, Copy, Debug)]
+pub struct AgentConfig {
+    pub ttl_ms: i64,
+    pub rate_limit: RateLimit,
+    /// How long a call waits for the ledger's write lock before answering `busy`.
+    pub busy_timeout_ms: u64,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            ttl_ms: DEFAULT_TTL_MS,
+            rate_limit: RateLimit::default(),
+            busy_timeout_ms: 5_000,
+        }
+    }
+}
+
+/// A call as a transport hands it over.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    /// The caller identity that keys and quotas belong to.
+    pub scope: String,
+    /// The caller's idempotency key; `None` makes the call not deduplicable.
+    pub key: Option<String>,
+    pub tool: String,
+    pub arguments: Value,
+}
+
+/// Whether an answer is a replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replayed {
+    /// Executed and recorded now.
+    No,
+    /// The stored answer of the first call with this key.
+    Yes,
+    /// The key's record was pruned; its audit row proves the call was made, so this fresh
+    /// answer is neither logged nor counted again.
+    Late,
+}
+
+/// Where a call's key came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeySource {
+    Caller,
+    Server,
+}
+
+impl KeySource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeySource::Caller => "caller",
+            KeySource::Server => "server",
+        }
+    }
+}
+
+/// The answer to a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallResponse {
+    /// The structured result as JSON text: byte for byte the same on every replay.
+    pub body: String,
+    pub is_error: bool,
+    pub replayed: Replayed,
+    pub key: String,
+    pub key_source: KeySource,
+    pub index_generation: u64,
+}
+
+/// Why a call got no answer. None of these writes anything.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallError {
+    InvalidKey(String),
+    InvalidArguments(String),
+    UnknownTool(String),
+    KeyReused { key: String },
+    RateLimited { retry_after_seconds: u64 },
+    Busy { retry_after_seconds: u64 },
+    Unavailable(String),
+}
+
+impl CallError {
+    /// The stable code agents and scripts match on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CallError::InvalidKey(_) => "idempotency_key_invalid",
+            CallError::InvalidArguments(_) => "invalid_arguments",
+            CallError::UnknownTool(_) => "unknown_tool",
+            CallError::KeyReused { .. } => "idempotency_key_reused",
+            CallError::RateLimited { .. } => "rate_limited",
+            CallError::Busy { .. } => "busy",
+            CallError::Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// A sentence for the caller that says what to do.
+    pub fn message(&self) -> String {
+        match self {
+            CallError::InvalidKey(why) => format!("invalid idempotency key: {why}"),
+            CallError::InvalidArguments(why) => format!("invalid arguments: {why}"),
+            CallError::UnknownTool(name) => {
+                format!("unknown tool {name:?}; the tools are search_docs and get_chunk")
+            }
+            CallError::KeyReused { key } => format!(
+                "idempotency key '{key}' was first used with different arguments; retry with the original arguments, or use a new key for a new call"
+            ),
+            CallError::RateLimited {
+                retry_after_seconds,
+            } => format!("rate limit exceeded; retry after {retry_after_seconds} s"),
+            CallError::Busy {
+                retry_after_seconds,
+            } => {
+                format!("the store is busy; retry after {retry_after_seconds} s with the same key")
+            }
+            CallError::Unavailable(why) => {
+                format!("the index is unavailable ({why}); retry with the same key")
+            }
+        }
+    }
+
+    /// The structured error a tool result carries.
+    pub fn to_json(&self) -> Value {
+        let mut error = json!({"code": self.code(), "message": self.message()});
+        match self {
+            CallError::RateLimited {
+                retry_after_seconds,
+            } => {
+                error["retry_after_seconds"] = json!(retry_after_seconds);
+                error["policy"] = json!("per-client");
+            }
+            CallError::Busy {
+                retry_after_seconds,
+            } => error["retry_after_seconds"] = json!(retry_after_seconds),
+            CallError::KeyReused { key } => error["key"] = json!(key),
+            _ => {}
+        }
+        json!({ "error": error })
+    }
+}
+
+/// The quota as a scope stands now, for the `RateLimit` headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuotaState {
+    pub limit: u64,
+    pub window_secs: u64,
+    pub remaining: u64,
+    pub reset_seconds: u64,
+}
+
+/// The agent path over one store: a reader for the tools and a ledger connection for the
+/// keyed writes.
+pub struct Agent {
+    reader: Mutex<StoreReader>,
+    ledger: Mutex<Ledger>,
+    config: AgentConfig,
+}
+
+/// Checks a caller's key: 1 to 255 visible ASCII characters.
+pub fn validate_key(key: &str) -> Result<(), CallError> {
+    if key.is_empty() || key.len() > MAX_KEY_LEN {
+        return Err(CallError::InvalidKey(format!(
+            "a key has 1 to {MAX_KEY_LEN} characters, this one has {}",
+            key.len()
+        )));
+    }
+    if !key.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        return Err(CallError::InvalidKey(
+            "a key has only visible ASCII characters (no spaces or control characters)".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Agent {
+    /// Opens the agent path on an existing store.
+    pub fn open(store_dir: &Path, config: AgentConfig) -> Result<Agent> {
+        if config.ttl_ms < MIN_TTL_MS {
+            return Err(Error::Usage(format!(
+                "key TTL of {} s is below the 24 h floor: a retry a day later must still be recognised\nhint: use --key-ttl 24h or more (default 7d)",
+                config.ttl_ms / 1000
+            )));
+        }
+        let reader = StoreReader::open(store_dir)?;
+        let ledger = Ledger::open(&StorePaths::new(store_dir).ledger(), Access::ReadWrite)?;
+        ledger.set_busy_timeout(Duration::from_millis(config.busy_timeout_ms))?;
+        Ok(Agent {
+            reader: Mutex::new(reader),
+            ledger: Mutex::new(ledger),
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// Makes the tools see the index's last commit; returns its generation.
+    pub fn reload(&self) -> Result<u64> {
+        let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(reader.index().reload()?.0)
+    }
+
+    /// The index generation the tools see.
+    pub fn generation(&self) -> Result<u64> {
+        let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(reader.index().generation()?.0)
+    }
+
+    /// Handles one call at time `now_ms`.
+    pub fn call(&self, call: &ToolCall, now_ms: i64) -> Result<CallResponse, CallError> {
+        let request = tools::parse(&call.tool, &call.arguments).map_err(|err| match err {
+            ArgumentError::UnknownTool(name) => CallError::UnknownTool(name),
+            ArgumentError::Invalid(why) => CallError::InvalidArguments(why),
+        })?;
+        let (key, key_source) = match &call.key {
+            Some(key) => {
+                validate_key(key)?;
+                (key.clone(), KeySource::Caller)
+            }
+            None => (format!("srv-{}", uuid::Uuid::new_v4()), KeySource::Server),
+        };
+        let arguments = canonical_json(&call.arguments);
+        let fingerprint = ids::fingerprint(
+            canonical_json(&json!({"tool": call.tool, "arguments": call.arguments})).as_bytes(),
+        );
+
+        // A replay is answered before anything runs: it costs nothing and is served even over
+        // the quota.
+        let mut late = false;
+        if key_source == KeySource::Caller {
+            let lookup = self.with_ledger(|ledger| ledger.lookup_key(&call.scope, &key))?;
+            match self.settle(lookup, &fingerprint, &key)? {
+                Settled::Answer(response) => return Ok(response),
+                Settled::Late => late = true,
+                Settled::Execute => {}
+            }
+        }
+
+        let answer: ToolAnswer = {
+            let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+            tools::execute(&reader, &request).map_err(unavailable)?
+        };
+        if late {
+            return Ok(fresh(answer, Replayed::Late, key, key_source));
+        }
+
+        let limit = self.config.rate_limit;
+        let window_start = window_start(now_ms, limit.window_secs);
+        let outcome = self.with_ledger(|ledger| {
+            ledger.record_call(&NewCall {
+                scope: &call.scope,
+                key: &key,
+                key_source: key_source.as_str(),
+                tool: &call.tool,
+                fingerprint: &fingerprint,
+                arguments: &arguments,
+                response: answer.body.as_bytes(),
+                is_error: answer.is_error,
+                outcome: answer.outcome,
+                n_hits: answer.n_hits,
+                index_generation: answer.index_generation,
+                now_ms,
+                expires_at: now_ms.saturating_add(self.config.ttl_ms),
+                window_start,
+                window_secs: limit.window_secs,
+                quota: limit.units,
+            })
+        })?;
+        match outcome {
+            RecordOutcome::Recorded => Ok(fresh(answer, Replayed::No, key, key_source)),
+            RecordOutcome::OverQuota => Err(CallError::RateLimited {
+                retry_after_seconds: seconds_to_reset(now_ms, limit.window_secs),
+            }),
+            // Another call with this key committed between our lookup and our transaction.
+            RecordOutcome::Existing(lookup) => match self.settle(lookup, &fingerprint, &key)? {
+                Settled::Answer(response) => Ok(response),
+                Settled::Late => Ok(fresh(answer, Replayed::Late, key, key_source)),
+                Settled::Execute => Err(CallError::Unavailable(
+                    "the key was recorded and then vanished".into(),
+                )),
+            },
+        }
+    }
+
+    /// The scope's quota at `now_ms`.
+    pub fn quota(&self, scope: &str, now_ms: i64) -> Result<QuotaState, CallError> {
+        let limit = self.config.rate_limit;
+        let used = self.with_ledger(|ledger| {
+            ledger.units_used(scope, window_start(now_ms, limit.window_secs))
+        })?;
+        Ok(QuotaState {
+            limit: limit.units,
+            window_secs: limit.window_secs,
+            remaining: limit.units.saturating_sub(used),
+            reset_seconds: seconds_to_reset(now_ms, limit.window_secs),
+        })
+    }
+
+    fn with_ledger<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T, CallError> {
+        let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut ledger).map_err(|err| match err {
+            Error::Busy { .. } => CallError::Busy {
+                retry_after_seconds: 1,
+            },
+            other => unavailable(other),
+        })
+    }
+
+    fn settle(
+        &self,
+        lookup: KeyLookup,
+        fingerprint: &[u8; 32],
+        key: &str,
+    ) -> Result<Settled, CallError> {
+        match lookup {
+            KeyLookup::Unused => Ok(Settled::Execute),
+            KeyLookup::Stored(record) if record.fingerprint == fingerprint => {
+                Ok(Settled::Answer(replay(record, key)))
+            }
+            KeyLookup::Pruned {
+                fingerprint: stored,
+            } if stored == fingerprint => Ok(Settled::Late),
+            KeyLookup::Stored(_) | KeyLookup::Pruned { .. } => Err(CallError::KeyReused {
+                key: key.to_string(),
+            }),
+        }
+    }
+}
+
+enum Settled {
+    Answer(CallResponse),
+    Late,
+    Execute,
+}
+
+fn replay(record: KeyRecord, key: &str) -> CallResponse {
+    CallResponse {
+        body: String::from_utf8_lossy(&record.response).into_owned(),
+        is_error: record.is_error,
+        replayed: Replayed::Yes,
+        key: key.to_string(),
+        key_source: KeySource::Caller,
+        index_generation: record.index_generation,
+    }
+}
+
+fn fresh(
+    answer: ToolAnswer,
+    replayed: Replayed,
+    key: String,
+    key_source: KeySource,
+) -> CallResponse {
+    CallResponse {
+        body: answer.body,
+        is_error: answer.is_error,
+        replayed,
+        key,
+        key_source,
+        index_generation: answer.index_generation,
+    }
+}
+
+fn unavailable(err: Error) -> CallError {
+    match err {
+        Error::Busy { .. } => CallError::Busy {
+            retry_after_seconds: 1,
+        },
+        other => CallError::Unavailable(other.to_string()),
+    }
+}
+
+fn window_start(now_ms: i64, window_secs: u64) -> i64 {
+    let window_ms = (window_secs as i64).max(1) * 1000;
+    now_ms - now_ms.rem_euclid(window_ms)
+}
+
+fn seconds_to_reset(now_ms: i64, window_secs: u64) -> u64 {
+    let window_ms = (window_secs as i64).max(1) * 1000;
+    let end = window_start(now_ms, window_secs) + window_ms;
+    ((end - now_ms + 999) / 1000).max(1) as u64
+}
+
+/// Deletes idempotency key records that expired before `now_ms`, and nothing else.
+pub fn gc(store_dir: &Path, now_ms: i64) -> Result<u64> {
+    let paths = StorePaths::new(store_dir);
+    if !paths.ledger().exists() {
+        return Err(Error::NoStore {
+            path: store_dir.to_path_buf(),
+        });
+    }
+    let mut ledger = Ledger::open(&paths.ledger(), Access::ReadWrite)?;
+    ledger.prune_keys(now_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{RateLimit, parse_duration, validate_key};
+
+    #[test]
+    fn keys_are_visible_ascii_up_to_255() {
+        assert!(validate_key("r1/s1/c1").is_ok());
+        assert!(validate_key(&"k".repeat(255)).is_ok());
+        assert!(validate_key(&"k".repeat(256)).is_err());
+        assert!(validate_key("").is_err());
+        assert!(validate_key("a b").is_err());
+        assert!(validate_key("a\u{7}").is_err());
+        assert!(validate_key("café").is_err());
+    }
+
+    #[test]
+    fn durations_and_rate_limits_parse() {
+        assert_eq!(parse_duration("7d").map(|d| d.as_secs()), Ok(604_800));
+        assert_eq!(parse_duration("90").map(|d| d.as_secs()), Ok(90));
+        assert!(parse_duration("1w").is_err());
+        assert_eq!(
+            "600/60s".parse::<RateLimit>(),
+            Ok(RateLimit {
+                units: 600,
+                window_secs: 60
+            })
+        );
+        assert!("0/1s".parse::<RateLimit>().is_err());
+        assert!("600".parse::<RateLimit>().is_err());
+    }
+}

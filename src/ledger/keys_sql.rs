@@ -1,0 +1,292 @@
+//! The agent path's SQL: idempotency keys, audit events and usage events.
+//!
+//! `record_call` is the one write of a tool call: a single `BEGIN IMMEDIATE` transaction that
+//! looks the key up, checks the quota, and inserts the key record, the audit row and the usage
+//! row together, or nothing at all. Audit and usage rows carry their own `UNIQUE (scope, key)`
+//! and outlive the key record, so even a retry after `gc` is never logged or counted twice.
+
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+
+use crate::crash::crash_point;
+use crate::error::Result;
+use crate::ledger::{Ledger, sql_error};
+
+/// A stored answer to a keyed call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRecord {
+    pub tool: String,
+    pub fingerprint: Vec<u8>,
+    /// The exact bytes of the structured result.
+    pub response: Vec<u8>,
+    pub is_error: bool,
+    pub index_generation: u64,
+    pub created_at: i64,
+    pub expires_at: i64,
+}
+
+/// What the ledger knows of a `(scope, key)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyLookup {
+    /// Never used.
+    Unused,
+    /// Used, and its answer is kept.
+    Stored(KeyRecord),
+    /// Used, its key record pruned by `gc`, its audit row kept with this fingerprint.
+    Pruned { fingerprint: Vec<u8> },
+}
+
+/// One executed call to record.
+#[derive(Clone, Debug)]
+pub struct NewCall<'a> {
+    pub scope: &'a str,
+    pub key: &'a str,
+    /// `caller` or `server`.
+    pub key_source: &'a str,
+    pub tool: &'a str,
+    pub fingerprint: &'a [u8],
+    /// The canonical JSON of the arguments, for the audit row.
+    pub arguments: &'a str,
+    pub response: &'a [u8],
+    pub is_error: bool,
+    pub outcome: &'a str,
+    pub n_hits: u64,
+    pub index_generation: u64,
+    pub now_ms: i64,
+    pub expires_at: i64,
+    pub window_start: i64,
+    pub window_secs: u64,
+    /// The most units the scope may use in one window.
+    pub quota: u64,
+}
+
+/// What `record_call` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordOutcome {
+    /// The key, audit and usage rows were written.
+    Recorded,
+    /// Another call with the same key committed first; nothing was written.
+    Existing(KeyLookup),
+    /// The window's quota is used up; nothing was written.
+    OverQuota,
+}
+
+/// An audit row, for `groundidx audit`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct AuditRow {
+    pub created_at: i64,
+    pub scope: String,
+    pub key: String,
+    pub key_source: String,
+    pub tool: String,
+    pub outcome: String,
+    pub n_hits: u64,
+    pub index_generation: u64,
+    pub arguments: String,
+}
+
+/// Units a client used in one window, for `groundidx usage`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct UsageRow {
+    pub client: String,
+    pub window_start: i64,
+    pub window_seconds: u64,
+    pub units: u64,
+}
+
+impl Ledger {
+    /// Sets how long a write waits for SQLite's lock before failing with `Error::Busy`.
+    pub fn set_busy_timeout(&self, timeout: std::time::Duration) -> Result<()> {
+        self.conn
+            .busy_timeout(timeout)
+            .map_err(sql_error("set busy timeout"))
+    }
+
+    /// Looks a key up without taking any lock.
+    pub fn lookup_key(&self, scope: &str, key: &str) -> Result<KeyLookup> {
+        lookup(&self.conn, scope, key)
+    }
+
+    /// Records an executed call: one transaction, all rows or none.
+    pub fn record_call(&mut self, call: &NewCall<'_>) -> Result<RecordOutcome> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql_error("begin keyed call"))?;
+        let existing = lookup(&tx, call.scope, call.key)?;
+        if existing != KeyLookup::Unused {
+            return Ok(RecordOutcome::Existing(existing));
+        }
+        let used = units_in(&tx, call.scope, call.window_start)?;
+        if used + 1 > call.quota {
+            return Ok(RecordOutcome::OverQuota);
+        }
+        tx.execute(
+            "INSERT INTO idempotency_keys (scope, key, tool, fingerprint, status, response,
+                 is_error, index_generation, created_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, 'completed', ?5, ?6, ?7, ?8, ?9)",
+            params![
+                call.scope,
+                call.key,
+                call.tool,
+                call.fingerprint,
+                call.response,
+                call.is_error,
+                call.index_generation as i64,
+                call.now_ms,
+                call.expires_at
+            ],
+        )
+        .map_err(sql_error(format!("record key '{}'", call.key)))?;
+        tx.execute(
+            "INSERT INTO audit_events (scope, key, key_source, tool, fingerprint, arguments,
+                 outcome, n_hits, index_generation, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                call.scope,
+                call.key,
+                call.key_source,
+                call.tool,
+                call.fingerprint,
+                call.arguments,
+                call.outcome,
+                call.n_hits as i64,
+                call.index_generation as i64,
+                call.now_ms
+            ],
+        )
+        .map_err(sql_error("record audit event"))?;
+        tx.execute(
+            "INSERT INTO usage_events (scope, key, units, window_start, window_secs, created_at)
+             VALUES (?1, ?2, 1, ?3, ?4, ?5)",
+            params![
+                call.scope,
+                call.key,
+                call.window_start,
+                call.window_secs as i64,
+                call.now_ms
+            ],
+        )
+        .map_err(sql_error("record usage"))?;
+        crash_point("keys.before_commit");
+        tx.commit().map_err(sql_error("commit keyed call"))?;
+        crash_point("keys.after_commit");
+        Ok(RecordOutcome::Recorded)
+    }
+
+    /// Units a scope used in the window that starts at `window_start`.
+    pub fn units_used(&self, scope: &str, window_start: i64) -> Result<u64> {
+        units_in(&self.conn, scope, window_start)
+    }
+
+    /// Deletes key records that expired before `now_ms`; audit and usage rows stay.
+    pub fn prune_keys(&mut self, now_ms: i64) -> Result<u64> {
+        let n = self
+            .conn
+            .execute(
+                "DELETE FROM idempotency_keys WHERE expires_at < ?1",
+                [now_ms],
+            )
+            .map_err(sql_error("prune keys"))?;
+        Ok(n as u64)
+    }
+
+    /// Audit rows since `since_ms`, oldest first, optionally of one client.
+    pub fn audit_rows(&self, since_ms: i64, client: Option<&str>) -> Result<Vec<AuditRow>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT created_at, scope, key, key_source, tool, outcome, n_hits,
+                        index_generation, arguments
+                 FROM audit_events WHERE created_at >= ?1 AND (?2 IS NULL OR scope = ?2)
+                 ORDER BY created_at, event_id",
+            )
+            .map_err(sql_error("read audit events"))?;
+        let rows = stmt
+            .query_map(params![since_ms, client], |row| {
+                Ok(AuditRow {
+                    created_at: row.get(0)?,
+                    scope: row.get(1)?,
+                    key: row.get(2)?,
+                    key_source: row.get(3)?,
+                    tool: row.get(4)?,
+                    outcome: row.get(5)?,
+                    n_hits: row.get::<_, i64>(6)? as u64,
+                    index_generation: row.get::<_, i64>(7)? as u64,
+                    arguments: row.get(8)?,
+                })
+            })
+            .map_err(sql_error("read audit events"))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(sql_error("read audit events"))
+    }
+
+    /// Units per client and window since `since_ms`.
+    pub fn usage_rows(&self, since_ms: i64, client: Option<&str>) -> Result<Vec<UsageRow>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT scope, window_start, window_secs, sum(units) FROM usage_events
+                 WHERE created_at >= ?1 AND (?2 IS NULL OR scope = ?2)
+                 GROUP BY scope, window_start, window_secs ORDER BY window_start, scope",
+            )
+            .map_err(sql_error("read usage"))?;
+        let rows = stmt
+            .query_map(params![since_ms, client], |row| {
+                Ok(UsageRow {
+                    client: row.get(0)?,
+                    window_start: row.get(1)?,
+                    window_seconds: row.get::<_, i64>(2)? as u64,
+                    units: row.get::<_, i64>(3)? as u64,
+                })
+            })
+            .map_err(sql_error("read usage"))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(sql_error("read usage"))
+    }
+}
+
+fn lookup(conn: &rusqlite::Connection, scope: &str, key: &str) -> Result<KeyLookup> {
+    let stored = conn
+        .prepare_cached(
+            "SELECT tool, fingerprint, response, is_error, index_generation, created_at, expires_at
+             FROM idempotency_keys WHERE scope = ?1 AND key = ?2",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(params![scope, key], |row| {
+                Ok(KeyRecord {
+                    tool: row.get(0)?,
+                    fingerprint: row.get(1)?,
+                    response: row.get(2)?,
+                    is_error: row.get(3)?,
+                    index_generation: row.get::<_, i64>(4)? as u64,
+                    created_at: row.get(5)?,
+                    expires_at: row.get(6)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(sql_error(format!("look up key '{key}'")))?;
+    if let Some(record) = stored {
+        return Ok(KeyLookup::Stored(record));
+    }
+    let audited: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT fingerprint FROM audit_events WHERE scope = ?1 AND key = ?2")
+        .and_then(|mut stmt| {
+            stmt.query_row(params![scope, key], |row| row.get(0))
+                .optional()
+        })
+        .map_err(sql_error(format!("look up key '{key}'")))?;
+    Ok(match audited {
+        Some(fingerprint) => KeyLookup::Pruned { fingerprint },
+        None => KeyLookup::Unused,
+    })
+}
+
+fn units_in(conn: &rusqlite::Connection, scope: &str, window_start: i64) -> Result<u64> {
+    conn.prepare_cached(
+        "SELECT coalesce(sum(units), 0) FROM usage_events WHERE scope = ?1 AND window_start = ?2",
+    )
+    .and_then(|mut stmt| stmt.query_row(params![scope, window_start], |row| row.get::<_, i64>(0)))
+    .map(|n| n as u64)
+    .map_err(sql_error("read usage"))
+}

@@ -1,0 +1,336 @@
+//! The HTTP server: MCP Streamable HTTP at `/mcp`, the JSON API at `/v1/tools/{tool}`, and
+//! `/health`. Every route goes through one guard that checks the Host (DNS-rebinding defence),
+//! the Origin, and the bearer token, and sets the request's scope.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+
+use crate::clock;
+use crate::keys::{Agent, CallError, Replayed, ToolCall};
+use crate::server::Scope;
+use crate::server::mcp::Handler;
+use crate::server::tools::{http_status, problem, rate_limit_headers};
+
+/// The largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// What the HTTP routes share.
+pub struct HttpState {
+    pub agent: Arc<Agent>,
+    /// Bearer token to client id; empty means no authentication and `default_scope` for all.
+    pub tokens: HashMap<String, String>,
+    pub default_scope: Scope,
+    /// Origins allowed to call (`http://localhost:*` style patterns).
+    pub allowed_origins: Vec<String>,
+    /// Host names allowed in the Host header (any port).
+    pub allowed_hosts: Vec<String>,
+}
+
+/// Builds the router.
+pub fn router(state: Arc<HttpState>, cancel: tokio_util::sync::CancellationToken) -> Router {
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(state.allowed_hosts.clone())
+        .with_allowed_origins(state.allowed_origins.clone())
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_cancellation_token(cancel.child_token());
+    let handler = Handler {
+        agent: state.agent.clone(),
+        default_scope: state.default_scope.clone(),
+    };
+    let mcp = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route("/", get(health))
+        .route("/health", get(health))
+        .route("/v1/tools/{tool}", post(call_tool))
+        .nest_service("/mcp", mcp)
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+fn problem_response(status: StatusCode, code: &str, detail: String) -> Response {
+    let body = json!({
+        "type": format!("/problems#{}", code.replace('_', "-")),
+        "title": code.replace('_', " "),
+        "status": status.as_u16(),
+        "detail": detail,
+        "code": code,
+    });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/problem+json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// Host, Origin and bearer-token checks for every route; sets the request's `Scope`.
+async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    if let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok())
+        && !host_allowed(host, &state.allowed_hosts)
+    {
+        return problem_response(
+            StatusCode::FORBIDDEN,
+            "host_not_allowed",
+            format!("Host {host:?} is not served here"),
+        );
+    }
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|h| h.to_str().ok())
+        && !origin_allowed(origin, &state.allowed_origins)
+    {
+        return problem_response(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            format!("Origin {origin:?} is not allowed"),
+        );
+    }
+    let path = request.uri().path();
+    let needs_auth = path.starts_with("/mcp") || path.starts_with("/v1/");
+    let scope = if state.tokens.is_empty() || !needs_auth {
+        state.default_scope.clone()
+    } else {
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim);
+        match token.and_then(|t| state.tokens.get(t)) {
+            Some(client) => Scope(client.clone()),
+            None => {
+                let mut response = problem_response(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "a valid bearer token is required (Authorization: Bearer TOKEN)".into(),
+                );
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                return response;
+            }
+        }
+    };
+    request.extensions_mut().insert(scope);
+    next.run(request).await
+}
+
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    if allowed.is_empty() {
+        return true;
+    }
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or(rest)
+    } else {
+        host.rsplit_once(':').map_or(host, |(name, _)| name)
+    };
+    allowed.iter().any(|a| a.eq_ignore_ascii_case(name))
+}
+
+/// Patterns are `scheme://host` or `scheme://host:port`, with `*` as a port wildcard.
+fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
+    allowed
+        .iter()
+        .any(|pattern| match pattern.strip_suffix(":*") {
+            Some(base) => {
+                origin == base
+                    || origin
+                        .strip_prefix(base)
+                        .and_then(|rest| rest.strip_prefix(':'))
+                        .is_some_and(|port| {
+                            !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())
+                        })
+            }
+            None => origin == pattern,
+        })
+}
+
+async fn health(State(state): State<Arc<HttpState>>) -> Response {
+    let agent = state.agent.clone();
+    let generation = tokio::task::spawn_blocking(move || agent.generation().ok())
+        .await
+        .ok()
+        .flatten();
+    axum::Json(json!({"status": "ok", "generation": generation})).into_response()
+}
+
+/// The `Idempotency-Key` header: an RFC 8941 sf-string (`"abc"`) or, leniently, a bare token.
+fn header_key(headers: &HeaderMap) -> Result<Option<String>, CallError> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| CallError::InvalidKey("Idempotency-Key must be visible ASCII".into()))?
+        .trim();
+    let key = match text.strip_prefix('"') {
+        Some(rest) => rest
+            .strip_suffix('"')
+            .filter(|inner| !inner.contains(['"', '\\']))
+            .ok_or_else(|| {
+                CallError::InvalidKey("Idempotency-Key is not a valid sf-string".into())
+            })?,
+        None => text,
+    };
+    Ok(Some(key.to_string()))
+}
+
+async fn call_tool(
+    State(state): State<Arc<HttpState>>,
+    Path(tool): Path<String>,
+    request: Request,
+) -> Response {
+    let scope = request
+        .extensions()
+        .get::<Scope>()
+        .cloned()
+        .unwrap_or_else(|| state.default_scope.clone());
+    let headers = request.headers().clone();
+    let body: Bytes = match axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(_) => {
+            return problem_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("the body is over {MAX_BODY_BYTES} bytes"),
+            );
+        }
+    };
+    let outcome = match (header_key(&headers), serde_json::from_slice::<Value>(&body)) {
+        (Err(error), _) => Err(error),
+        (_, Err(err)) => Err(CallError::InvalidArguments(format!(
+            "the body is not JSON: {err}"
+        ))),
+        (Ok(key), Ok(arguments)) => {
+            let call = ToolCall {
+                scope: scope.0.clone(),
+                key,
+                tool,
+                arguments,
+            };
+            let agent = state.agent.clone();
+            tokio::task::spawn_blocking(move || agent.call(&call, clock::now_ms()))
+                .await
+                .unwrap_or_else(|err| Err(CallError::Unavailable(err.to_string())))
+        }
+    };
+    let agent = state.agent.clone();
+    let scope_name = scope.0.clone();
+    let quota = tokio::task::spawn_blocking(move || agent.quota(&scope_name, clock::now_ms()))
+        .await
+        .ok()
+        .and_then(Result::ok);
+    let mut response = match outcome {
+        Ok(answer) => {
+            let status = if answer.is_error {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::OK
+            };
+            let mut response = Response::new(Body::from(answer.body));
+            *response.status_mut() = status;
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            if let Ok(key) = HeaderValue::from_str(&answer.key) {
+                response.headers_mut().insert("idempotency-key", key);
+            }
+            if answer.replayed != Replayed::No {
+                response
+                    .headers_mut()
+                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
+            }
+            response
+        }
+        Err(error) => {
+            let mut response = (
+                http_status(&error),
+                [(header::CONTENT_TYPE, "application/problem+json")],
+                problem(&error).to_string(),
+            )
+                .into_response();
+            let retry_after = match error {
+                CallError::RateLimited {
+                    retry_after_seconds,
+                }
+                | CallError::Busy {
+                    retry_after_seconds,
+                } => Some(retry_after_seconds),
+                CallError::Unavailable(_) => Some(1),
+                _ => None,
+            };
+            if let Some(seconds) = retry_after {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            }
+            response
+        }
+    };
+    if let Some(quota) = quota {
+        rate_limit_headers(response.headers_mut(), &quota);
+    }
+    response
+}
+
+/// Binds `listen` and serves until Ctrl-C or SIGTERM; `on_listen` gets the bound address.
+pub async fn serve(
+    state: Arc<HttpState>,
+    listen: SocketAddr,
+    on_listen: impl FnOnce(SocketAddr),
+) -> std::io::Result<()> {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    on_listen(listener.local_addr()?);
+    let app = router(state, cancel.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            crate::server::shutdown_signal().await;
+            cancel.cancel();
+        })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{host_allowed, origin_allowed};
+
+    #[test]
+    fn origins_and_hosts() {
+        let origins = vec![
+            "http://localhost:*".to_string(),
+            "https://app.example".to_string(),
+        ];
+        assert!(origin_allowed("http://localhost:3000", &origins));
+        assert!(origin_allowed("http://localhost", &origins));
+        assert!(!origin_allowed("http://localhost.evil:3000", &origins));
+        assert!(!origin_allowed("http://evil.example", &origins));
+        assert!(origin_allowed("https://app.example", &origins));
+        let hosts = vec![
+            "localhost".to_string(),
+            "127.0.0.1".to_string(),
+            "::1".to_string(),
+        ];
+        assert!(host_allowed("127.0.0.1:7878", &hosts));
+        assert!(host_allowed("[::1]:7878", &hosts));
+        assert!(!host_allowed("attacker.example", &hosts));
+    }
+}

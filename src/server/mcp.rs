@@ -1,0 +1,118 @@
+//! The MCP server handler: `tools/list` and `tools/call` over any rmcp transport.
+//!
+//! The key comes from the request's `_meta` only (never from an HTTP header: on MCP-over-HTTP
+//! `_meta` is the one channel, as on stdio). The call itself runs on a blocking thread.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::clock;
+use crate::keys::{Agent, CallError, ToolCall};
+use crate::server::Scope;
+use crate::server::tools::{mcp_error, mcp_result, tool_list};
+use crate::tools::TOOL_NAMES;
+
+/// The handler; cheap to clone (one per HTTP request in stateless mode).
+#[derive(Clone)]
+pub struct Handler {
+    pub agent: Arc<Agent>,
+    /// The scope for stdio; over HTTP the authenticated scope in the request wins.
+    pub default_scope: Scope,
+}
+
+impl Handler {
+    fn tools(&self) -> Vec<Tool> {
+        tool_list(self.agent.config().ttl_ms / 86_400_000)
+    }
+}
+
+/// The key in `_meta`: `groundidx/idempotencyKey`, else `groundidx/runId` + "/" + `groundidx/step`.
+fn key_from_meta(meta: &serde_json::Map<String, Value>) -> Result<Option<String>, CallError> {
+    let text = |name: &str| -> Result<Option<String>, CallError> {
+        match meta.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(CallError::InvalidKey(format!(
+                "_meta[\"{name}\"] must be a string"
+            ))),
+        }
+    };
+    if let Some(key) = text("groundidx/idempotencyKey")? {
+        return Ok(Some(key));
+    }
+    match (text("groundidx/runId")?, text("groundidx/step")?) {
+        (Some(run), Some(step)) => Ok(Some(format!("{run}/{step}"))),
+        (None, None) => Ok(None),
+        _ => Err(CallError::InvalidKey(
+            "groundidx/runId and groundidx/step go together; give both, or groundidx/idempotencyKey".into(),
+        )),
+    }
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("groundidx", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Search the indexed documents with search_docs, then fetch a passage with get_chunk. Pass an idempotency key in _meta so that retries are not logged or counted twice.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools().into_iter().find(|tool| tool.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let tool = request.name.to_string();
+        if !TOOL_NAMES.contains(&tool.as_str()) {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool {tool:?}; the tools are search_docs and get_chunk"),
+                Some(json!({"tool": tool})),
+            ));
+        }
+        let key = match key_from_meta(&context.meta) {
+            Ok(key) => key,
+            Err(error) => return Ok(mcp_error(&error, None).into()),
+        };
+        let scope = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Scope>())
+            .unwrap_or(&self.default_scope)
+            .clone();
+        let call = ToolCall {
+            scope: scope.0,
+            key: key.clone(),
+            tool,
+            arguments: Value::Object(request.arguments.unwrap_or_default()),
+        };
+        let agent = self.agent.clone();
+        let outcome = tokio::task::spawn_blocking(move || agent.call(&call, clock::now_ms()))
+            .await
+            .map_err(|err| ErrorData::internal_error(format!("tool call failed: {err}"), None))?;
+        Ok(match outcome {
+            Ok(response) => mcp_result(&response),
+            Err(error) => mcp_error(&error, key.as_deref()),
+        }
+        .into())
+    }
+}

@@ -1,0 +1,153 @@
+//! The agent tool's servers: MCP over stdio, and MCP Streamable HTTP plus a JSON API.
+//!
+//! This is the only async module. It calls the synchronous core (`keys`) on blocking threads,
+//! writes only through `keys`, and reloads the index in the background so a running server
+//! picks up each new generation within a fraction of a second.
+
+mod http;
+mod mcp;
+mod tools;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+
+use crate::error::{Error, Result};
+use crate::keys::{Agent, AgentConfig};
+
+pub use http::MAX_BODY_BYTES;
+
+/// The caller identity keys and quotas belong to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scope(pub String);
+
+/// How often a server looks for a new index commit.
+const RELOAD_EVERY: Duration = Duration::from_millis(250);
+
+/// Settings of `groundidx serve`.
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    pub listen: SocketAddr,
+    pub agent: AgentConfig,
+    pub client_id: String,
+    /// Bearer token to client id.
+    pub tokens: HashMap<String, String>,
+    /// Extra allowed origins beyond the loopback ones.
+    pub allowed_origins: Vec<String>,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| Error::io("start the async runtime", err))
+}
+
+fn spawn_reloader(agent: Arc<Agent>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(RELOAD_EVERY);
+        loop {
+            tick.tick().await;
+            let agent = agent.clone();
+            // A failed reload keeps the previous commit; the next tick tries again.
+            let _ = tokio::task::spawn_blocking(move || agent.reload()).await;
+        }
+    });
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// Serves MCP over stdin/stdout until stdin closes. Nothing but JSON-RPC goes to stdout.
+pub fn serve_stdio(store_dir: &Path, config: AgentConfig, client_id: &str) -> Result<()> {
+    let agent = Arc::new(Agent::open(store_dir, config)?);
+    runtime()?.block_on(async move {
+        spawn_reloader(agent.clone());
+        let handler = mcp::Handler {
+            agent,
+            default_scope: Scope(client_id.to_string()),
+        };
+        let service = handler
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|err| {
+                Error::io(
+                    "start MCP over stdio",
+                    std::io::Error::other(err.to_string()),
+                )
+            })?;
+        service.waiting().await.map_err(|err| {
+            Error::io(
+                "serve MCP over stdio",
+                std::io::Error::other(err.to_string()),
+            )
+        })?;
+        Ok(())
+    })
+}
+
+/// Serves HTTP until Ctrl-C or SIGTERM; `on_listen` is told the bound address.
+pub fn serve_http(
+    store_dir: &Path,
+    config: &HttpConfig,
+    on_listen: impl FnOnce(SocketAddr),
+) -> Result<()> {
+    if !config.listen.ip().is_loopback() && config.tokens.is_empty() {
+        return Err(Error::Usage(format!(
+            "refusing to serve {} without authentication\nhint: pass --tokens FILE, or listen on 127.0.0.1",
+            config.listen
+        )));
+    }
+    let agent = Arc::new(Agent::open(store_dir, config.agent)?);
+    let mut allowed_origins = vec![
+        "http://localhost:*".to_string(),
+        "http://127.0.0.1:*".to_string(),
+        "http://[::1]:*".to_string(),
+    ];
+    allowed_origins.extend(config.allowed_origins.iter().cloned());
+    let allowed_hosts = if config.listen.ip().is_loopback() {
+        vec![
+            "localhost".to_string(),
+            "127.0.0.1".to_string(),
+            "::1".to_string(),
+        ]
+    } else {
+        // Behind a non-loopback bind the operator chose to be reachable; tokens guard it.
+        Vec::new()
+    };
+    let state = Arc::new(http::HttpState {
+        agent: agent.clone(),
+        tokens: config.tokens.clone(),
+        default_scope: Scope(config.client_id.clone()),
+        allowed_origins,
+        allowed_hosts,
+    });
+    runtime()?.block_on(async move {
+        spawn_reloader(agent);
+        http::serve(state, config.listen, on_listen)
+            .await
+            .map_err(|err| Error::io(format!("serve http on {}", config.listen), err))
+    })
+}

@@ -1,0 +1,177 @@
+//! The agent tools, `search_docs` and `get_chunk`: their arguments, checked strictly, and their
+//! execution against a store reader. Read-only: nothing here writes.
+//!
+//! A call's answer is the JSON text of its structured result, produced once here, so the same
+//! bytes go into the idempotency record, the MCP result and the HTTP body.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::ids::ChunkId;
+use crate::ledger::ChunkFilter;
+use crate::search::{self, ChunkRecord, SearchRequest};
+use crate::store::StoreReader;
+
+/// The tools, in the order `tools/list` gives them.
+pub const TOOL_NAMES: [&str; 2] = ["search_docs", "get_chunk"];
+/// The longest query accepted.
+pub const MAX_QUERY_CHARS: usize = 10_000;
+/// The most hits one call returns.
+pub const MAX_TOP_K: usize = 100;
+/// Hits when `top_k` is not given.
+pub const DEFAULT_TOP_K: usize = 10;
+
+/// A validated tool call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolRequest {
+    SearchDocs(SearchRequest),
+    GetChunk(ChunkId),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchDocsArgs {
+    query: String,
+    top_k: Option<u64>,
+    path_prefix: Option<String>,
+    tags: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetChunkArgs {
+    chunk_id: String,
+}
+
+/// Why a call's arguments were refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgumentError {
+    UnknownTool(String),
+    Invalid(String),
+}
+
+/// Checks a call's arguments. Defaults are applied here, after the fingerprint was taken.
+pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError> {
+    if !arguments.is_object() {
+        return Err(ArgumentError::Invalid(
+            "arguments must be a JSON object".into(),
+        ));
+    }
+    let invalid = |err: serde_json::Error| ArgumentError::Invalid(format!("{tool}: {err}"));
+    match tool {
+        "search_docs" => {
+            let args: SearchDocsArgs =
+                serde_json::from_value(arguments.clone()).map_err(invalid)?;
+            let query = args.query.trim();
+            if query.is_empty() {
+                return Err(ArgumentError::Invalid("query must not be empty".into()));
+            }
+            if args.query.chars().count() > MAX_QUERY_CHARS {
+                return Err(ArgumentError::Invalid(format!(
+                    "query is longer than {MAX_QUERY_CHARS} characters"
+                )));
+            }
+            let top_k = args.top_k.unwrap_or(DEFAULT_TOP_K as u64);
+            if top_k == 0 || top_k > MAX_TOP_K as u64 {
+                return Err(ArgumentError::Invalid(format!(
+                    "top_k must be between 1 and {MAX_TOP_K}, not {top_k}"
+                )));
+            }
+            let tags = args.tags.unwrap_or_default();
+            if tags.len() > 32 || tags.iter().any(|t| t.is_empty() || t.len() > 256) {
+                return Err(ArgumentError::Invalid(
+                    "tags must be at most 32 non-empty strings of at most 256 bytes".into(),
+                ));
+            }
+            Ok(ToolRequest::SearchDocs(SearchRequest {
+                query: query.to_string(),
+                top_k: top_k as usize,
+                filter: ChunkFilter {
+                    path_prefix: args
+                        .path_prefix
+                        .map(|p| p.trim_start_matches("./").to_string())
+                        .filter(|p| !p.is_empty()),
+                    tags,
+                },
+            }))
+        }
+        "get_chunk" => {
+            let args: GetChunkArgs = serde_json::from_value(arguments.clone()).map_err(invalid)?;
+            let id = args.chunk_id.parse::<ChunkId>().map_err(|_| {
+                ArgumentError::Invalid(
+                    "chunk_id must be 64 lowercase hex digits, as search_docs returns it".into(),
+                )
+            })?;
+            Ok(ToolRequest::GetChunk(id))
+        }
+        other => Err(ArgumentError::UnknownTool(other.to_string())),
+    }
+}
+
+/// An executed call's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolAnswer {
+    /// The structured result as JSON text.
+    pub body: String,
+    /// An executed business error (an unknown chunk): still an answer, stored and replayed.
+    pub is_error: bool,
+    /// `ok` or `not_found`, for the audit log.
+    pub outcome: &'static str,
+    pub n_hits: u64,
+    pub index_generation: u64,
+}
+
+#[derive(Serialize)]
+struct ChunkAnswer<'a> {
+    generation: u64,
+    last_ingest: Option<String>,
+    chunk: &'a ChunkRecord,
+}
+
+/// Runs a validated call against the reader's last commit.
+pub fn execute(reader: &StoreReader, request: &ToolRequest) -> Result<ToolAnswer> {
+    match request {
+        ToolRequest::SearchDocs(search_request) => {
+            let response = search::search(reader, search_request)?;
+            Ok(ToolAnswer {
+                n_hits: response.hits.len() as u64,
+                index_generation: response.generation,
+                body: serde_json::to_string(&response).expect("a search response serialises"),
+                is_error: false,
+                outcome: "ok",
+            })
+        }
+        ToolRequest::GetChunk(id) => {
+            let generation = reader.index().generation()?.0;
+            match search::get_chunk(reader, id)? {
+                Some(chunk) => Ok(ToolAnswer {
+                    body: serde_json::to_string(&ChunkAnswer {
+                        generation,
+                        last_ingest: reader
+                            .ledger()
+                            .last_ingest_ms()?
+                            .map(crate::clock::rfc3339),
+                        chunk: &chunk,
+                    })
+                    .expect("a chunk serialises"),
+                    is_error: false,
+                    outcome: "ok",
+                    n_hits: 1,
+                    index_generation: generation,
+                }),
+                None => Ok(ToolAnswer {
+                    body: serde_json::json!({"error": {
+                        "code": "not_found",
+                        "message": format!("no chunk {id} in the store; it may have been removed by a later ingest"),
+                    }})
+                    .to_string(),
+                    is_error: true,
+                    outcome: "not_found",
+                    n_hits: 0,
+                    index_generation: generation,
+                }),
+            }
+        }
+    }
+}
