@@ -115,7 +115,14 @@ pub fn doc_hash(bytes: &[u8]) -> DocHash {
 pub fn normalise(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut pending_space = false;
-    for c in text.nfc() {
+    // Most text is already NFC (all ASCII is); composing it again is the costliest step of
+    // ingest, so only text that may not be NFC goes through the composer.
+    let composed: Box<dyn Iterator<Item = char>> =
+        match unicode_normalization::is_nfc_quick(text.chars()) {
+            unicode_normalization::IsNormalized::Yes => Box::new(text.chars()),
+            _ => Box::new(text.nfc()),
+        };
+    for c in composed {
         if c.is_whitespace() {
             pending_space = !out.is_empty();
         } else {

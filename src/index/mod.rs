@@ -2,8 +2,8 @@
 //! tantivy.
 //!
 //! Each Tantivy document is one chunk: its ID (a raw term, for `delete_term`), its heading path
-//! and its text (both with the English stemmer), and a 64-bit key of the ID as a fast field for
-//! filters. Paths, tags and line ranges are *not* in the index: they live in the ledger, so a
+//! (stemmed, boosted), its heading path and text together (stemmed: the scored body), the text
+//! as written (stored only), and a 64-bit key of the ID as a fast field for filters. Paths, tags and line ranges are *not* in the index: they live in the ledger, so a
 //! rename or a tag edit never rewrites the index. The commit payload holds the ledger generation
 //! the commit brings the index to.
 //!
@@ -54,7 +54,12 @@ pub struct QueryConfig {
 
 impl Default for QueryConfig {
     fn default() -> Self {
-        QueryConfig { heading_boost: 1.5 }
+        // The heading path is already scored inside the body; this extra weight on a match
+        // in the heading alone was chosen on SciFact (nDCG@10: 0.6854 at 0, 0.6968 at 0.25,
+        // 0.6814 at 0.5, 0.6379 at 1.5).
+        QueryConfig {
+            heading_boost: 0.25,
+        }
     }
 }
 
@@ -63,6 +68,9 @@ struct Fields {
     chunk_id: Field,
     chunk_key: Field,
     heading: Field,
+    /// The heading path and the text together, indexed and not stored: what BM25 scores.
+    body: Field,
+    /// The text as written, stored and not indexed: what a hit shows.
     text: Field,
 }
 
@@ -86,7 +94,15 @@ fn schema() -> (Schema, Fields) {
         chunk_id: builder.add_text_field("chunk_id", STRING | STORED | FAST),
         chunk_key: builder.add_u64_field("chunk_key", INDEXED | FAST),
         heading: builder.add_text_field("heading", stemmed.clone()),
-        text: builder.add_text_field("text", stemmed),
+        body: builder.add_text_field(
+            "body",
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer("en_stem")
+                    .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+            ),
+        ),
+        text: builder.add_text_field("text", STORED),
     };
     (builder.build(), fields)
 }
@@ -225,7 +241,7 @@ impl Index {
         let query = query::build(
             &self.index,
             self.fields.heading,
-            self.fields.text,
+            self.fields.body,
             query_text,
             config,
         );
@@ -249,7 +265,7 @@ impl Index {
                     .map_err(index_error("search"))?
             }
         };
-        let mut snippets = SnippetGenerator::create(&searcher, &*query, self.fields.text)
+        let mut snippets = SnippetGenerator::create(&searcher, &*query, self.fields.body)
             .map_err(index_error("snippet"))?;
         snippets.set_max_num_chars(240);
         let mut hits = Vec::with_capacity(top.len());
@@ -286,7 +302,7 @@ impl Index {
         let query = query::build(
             &self.index,
             self.fields.heading,
-            self.fields.text,
+            self.fields.body,
             query_text,
             &QueryConfig::default(),
         );
@@ -331,11 +347,16 @@ impl Writer {
 
     /// Adds one chunk.
     pub fn add(&mut self, chunk: &IndexedChunk<'_>) -> Result<()> {
+        let heading = chunk.heading_path.join(" > ");
+        // The heading path is context for the passage ("Install" under which product?), so it
+        // is scored with the text as well as in its own, boosted, field.
+        let body = format!("{heading}\n\n{}", chunk.text);
         self.writer
             .add_document(doc!(
                 self.fields.chunk_id => chunk.id.to_hex(),
                 self.fields.chunk_key => chunk.id.short(),
-                self.fields.heading => chunk.heading_path.join(" > "),
+                self.fields.heading => heading,
+                self.fields.body => body,
                 self.fields.text => chunk.text,
             ))
             .map_err(index_error("add chunk"))?;

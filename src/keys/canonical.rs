@@ -86,10 +86,11 @@ mod tests {
             canonical_json(&json!({"b": [1, true, null], "a": {"d": "x\ny", "c": 1.0}})),
             r#"{"a":{"c":1,"d":"x\ny"},"b":[1,true,null]}"#
         );
-        // Sorted by UTF-16 code units: U+E000 sorts before U+1F600 (a surrogate pair).
+        // Sorted by UTF-16 code units: U+1F600 (the surrogates D83D DE00) sorts before U+E000,
+        // though its code point is larger.
         assert_eq!(
-            canonical_json(&json!({"\u{1F600}": 1, "\u{E000}": 2})),
-            "{\"\u{E000}\":2,\"\u{1F600}\":1}"
+            canonical_json(&json!({"\u{E000}": 2, "\u{1F600}": 1})),
+            "{\"\u{1F600}\":1,\"\u{E000}\":2}"
         );
     }
 }

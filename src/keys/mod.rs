@@ -249,7 +249,10 @@ pub struct QuotaState {
 /// The agent path over one store: a reader for the tools and a ledger connection for the
 /// keyed writes.
 pub struct Agent {
-    reader: Mutex<StoreReader>,
+    store_dir: std::path::PathBuf,
+    /// `None` while the index cannot be opened; calls answer `unavailable` and every reload
+    /// tries again, so a server outlives a broken or missing index.
+    reader: Mutex<Option<StoreReader>>,
     ledger: Mutex<Ledger>,
     config: AgentConfig,
 }
@@ -279,11 +282,17 @@ impl Agent {
                 config.ttl_ms / 1000
             )));
         }
-        let reader = StoreReader::open(store_dir)?;
-        let ledger = Ledger::open(&StorePaths::new(store_dir).ledger(), Access::ReadWrite)?;
+        let ledger_path = StorePaths::new(store_dir).ledger();
+        if !ledger_path.exists() {
+            return Err(Error::NoStore {
+                path: store_dir.to_path_buf(),
+            });
+        }
+        let ledger = Ledger::open(&ledger_path, Access::ReadWrite)?;
         ledger.set_busy_timeout(Duration::from_millis(config.busy_timeout_ms))?;
         Ok(Agent {
-            reader: Mutex::new(reader),
+            store_dir: store_dir.to_path_buf(),
+            reader: Mutex::new(StoreReader::open(store_dir).ok()),
             ledger: Mutex::new(ledger),
             config,
         })
@@ -295,14 +304,28 @@ impl Agent {
 
     /// Makes the tools see the index's last commit; returns its generation.
     pub fn reload(&self) -> Result<u64> {
-        let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(reader.index().reload()?.0)
+        let mut slot = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.as_ref() {
+            // A failed reload keeps serving the commit the reader already has.
+            Some(reader) => Ok(reader.index().reload()?.0),
+            None => {
+                let reader = StoreReader::open(&self.store_dir)?;
+                let generation = reader.index().generation()?.0;
+                *slot = Some(reader);
+                Ok(generation)
+            }
+        }
     }
 
     /// The index generation the tools see.
     pub fn generation(&self) -> Result<u64> {
-        let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(reader.index().generation()?.0)
+        let slot = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.as_ref() {
+            Some(reader) => Ok(reader.index().generation()?.0),
+            None => Err(Error::NoStore {
+                path: self.store_dir.clone(),
+            }),
+        }
     }
 
     /// Handles one call at time `now_ms`.
@@ -336,8 +359,14 @@ impl Agent {
         }
 
         let answer: ToolAnswer = {
-            let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-            tools::execute(&reader, &request).map_err(unavailable)?
+            let slot = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(reader) = slot.as_ref() else {
+                return Err(CallError::Unavailable(format!(
+                    "no readable index in {}",
+                    self.store_dir.display()
+                )));
+            };
+            tools::execute(reader, &request).map_err(unavailable)?
         };
         if late {
             return Ok(fresh(answer, Replayed::Late, key, key_source));

@@ -101,9 +101,16 @@ impl Ledger {
             .map_err(sql_error("set busy timeout"))
     }
 
-    /// Looks a key up without taking any lock.
+    /// Looks a key up without taking the write lock. Both reads share one snapshot: read
+    /// apart, a call committing in between would look like a key pruned by `gc`.
     pub fn lookup_key(&self, scope: &str, key: &str) -> Result<KeyLookup> {
-        lookup(&self.conn, scope, key)
+        let tx = self
+            .conn
+            .unchecked_transaction()
+            .map_err(sql_error("begin key lookup"))?;
+        let found = lookup(&tx, scope, key)?;
+        tx.commit().map_err(sql_error("end key lookup"))?;
+        Ok(found)
     }
 
     /// Records an executed call: one transaction, all rows or none.

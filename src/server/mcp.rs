@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -71,6 +72,30 @@ impl ServerHandler for Handler {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    /// rmcp hands over, as a custom request, a known method whose params did not parse (a
+    /// `tools/call` without `name`, or with `arguments` that are not an object). That is invalid
+    /// params (-32602), not an unknown method.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let method = request.method;
+        if method.starts_with("tools/") || method == "initialize" {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "malformed {method} request: tools/call needs params with a \"name\" string and \"arguments\" as an object"
+                ),
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("unknown method {method:?}"),
+            None,
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -13,9 +13,18 @@
 //! - `lock`: one writer at a time; readers never wait.
 //! - `cli`: exit codes, usage errors, help, store location and schema version.
 //! - `tidy`: every source file documents itself and appears in ARCHITECTURE.md.
+//! - `agent_keys`: the keyed agent path through the library with a fake clock: concurrency,
+//!   retention and gc, the quota; and the ledger helpers the other agent files count rows with.
+//! - `agent_mcp`: the agent tool over MCP stdio: keys, replays, mismatches, crashes, failures,
+//!   the quota and the MCP surface.
+//! - `agent_http`: the agent tool over HTTP (JSON API and `/mcp`): header keys, replays, the
+//!   quota headers, Origin/Host/auth security, and reads during an ingest.
 
 mod support;
 
+mod agent_http;
+mod agent_keys;
+mod agent_mcp;
 mod cli;
 mod crash;
 mod deletion;

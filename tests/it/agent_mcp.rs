@@ -1,0 +1,1237 @@
+//! The agent tool over MCP stdio (`groundidx mcp`), driven by the rmcp client and, where the
+//! exact bytes on the wire matter, by a raw JSON-RPC line client: key intake (K1–K5, K7),
+//! replays (R1, R2, R6), mismatches (M1–M3), busy and crashes (C3–C5), failures (E1, E2), the
+//! quota (Q1, Q3), the MCP surface (P1–P3, P5) and the published key policy (T5).
+//! Also the MCP helpers the other `agent_*` files use.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use groundidx::crash::CRASH_ENV;
+use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceError, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::agent_keys::{
+    WriteLock, assert_executed_once, assert_nothing_for, counts, executed, key_row, ledger,
+};
+use crate::support::Env;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers, shared with agent_http.rs.
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// A sample store, ingested.
+pub fn sample_store() -> Env {
+    let env = Env::sample();
+    env.ingest();
+    env
+}
+
+/// `_meta` with an idempotency key.
+pub fn key(k: &str) -> Value {
+    json!({ "groundidx/idempotencyKey": k })
+}
+
+pub fn signing() -> Value {
+    json!({"query": "rotate the signing key", "top_k": 5})
+}
+
+pub fn backups() -> Value {
+    json!({"query": "backups restore", "top_k": 5})
+}
+
+/// A `groundidx mcp` server driven by the rmcp client.
+pub struct Mcp {
+    client: Option<RunningService<RoleClient, ()>>,
+    pub stderr: PathBuf,
+}
+
+/// One `tools/call` result, flattened for assertions (`raw` is the whole result as JSON).
+#[derive(Clone, Debug)]
+pub struct Called {
+    pub raw: Value,
+    pub is_error: bool,
+    pub structured: Value,
+    pub text: String,
+    pub meta: Value,
+}
+
+impl Called {
+    fn of(result: &CallToolResult) -> Called {
+        Called {
+            raw: serde_json::to_value(result).expect("serialize the result"),
+            is_error: result.is_error == Some(true),
+            structured: result.structured_content.clone().unwrap_or(Value::Null),
+            text: result
+                .content
+                .first()
+                .and_then(|block| block.as_text())
+                .map(|text| text.text.clone())
+                .unwrap_or_default(),
+            meta: result
+                .meta
+                .as_ref()
+                .map(|meta| Value::Object(meta.0.clone()))
+                .unwrap_or(Value::Null),
+        }
+    }
+
+    pub fn replayed(&self) -> &Value {
+        &self.meta["groundidx/replayed"]
+    }
+
+    pub fn key(&self) -> &Value {
+        &self.meta["groundidx/idempotencyKey"]
+    }
+
+    pub fn code(&self) -> &Value {
+        &self.structured["error"]["code"]
+    }
+
+    /// Asserts a successful, freshly executed result.
+    pub fn assert_fresh(&self) {
+        assert!(!self.is_error, "expected success: {}", self.raw);
+        assert_eq!(
+            self.replayed(),
+            &json!(false),
+            "expected a fresh execution: {}",
+            self.raw
+        );
+    }
+
+    /// Asserts a tool error with this code.
+    pub fn assert_error(&self, code: &str) {
+        assert!(
+            self.is_error,
+            "expected isError with code {code}: {}",
+            self.raw
+        );
+        assert_eq!(self.code(), code, "{}", self.raw);
+        assert!(
+            !self.text.is_empty() && self.structured["error"]["message"].is_string(),
+            "a tool error needs a message: {}",
+            self.raw
+        );
+    }
+}
+
+pub fn read_lossy(path: &Path) -> String {
+    std::fs::read(path)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
+}
+
+impl Mcp {
+    /// Starts `groundidx --store STORE mcp ARGS…` and initializes.
+    pub async fn start(env: &Env, args: &[&str]) -> Mcp {
+        Mcp::start_crashing(env, args, None).await
+    }
+
+    /// Same, with `GROUNDIDX_CRASH_AT` armed.
+    pub async fn start_crashing(env: &Env, args: &[&str], crash_at: Option<&str>) -> Mcp {
+        let mut command = env.command(&["mcp"]);
+        command.args(args);
+        if let Some(point) = crash_at {
+            command.env(CRASH_ENV, point);
+        }
+        let stderr = env.tmp.path().join(format!(
+            "mcp-{}.stderr",
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let file = std::fs::File::create(&stderr).expect("create the stderr file");
+        let mut command = tokio::process::Command::from(command);
+        command.kill_on_drop(true);
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(file)
+            .spawn()
+            .expect("spawn groundidx mcp");
+        let Ok(initialized) =
+            tokio::time::timeout(Duration::from_secs(20), ().serve(transport)).await
+        else {
+            panic!("initialize timed out; stderr: {}", read_lossy(&stderr))
+        };
+        let client = initialized.unwrap_or_else(|err| {
+            panic!("initialize failed: {err}; stderr: {}", read_lossy(&stderr))
+        });
+        Mcp {
+            client: Some(client),
+            stderr,
+        }
+    }
+
+    pub fn client(&self) -> &RunningService<RoleClient, ()> {
+        self.client.as_ref().expect("running")
+    }
+
+    /// A `tools/call`, as the client returns it.
+    pub async fn try_call(
+        &self,
+        tool: &str,
+        arguments: Value,
+        meta: Value,
+    ) -> Result<CallToolResult, ServiceError> {
+        let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(
+            arguments
+                .as_object()
+                .expect("arguments are an object")
+                .clone(),
+        );
+        if let Value::Object(fields) = meta {
+            let mut request_meta = RequestMetaObject::new();
+            for (name, value) in fields {
+                request_meta.insert(name, value);
+            }
+            params.meta = Some(request_meta);
+        }
+        tokio::time::timeout(Duration::from_secs(30), self.client().call_tool(params))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "tools/call {tool} timed out; stderr: {}",
+                    read_lossy(&self.stderr)
+                )
+            })
+    }
+
+    /// A `tools/call` that must get a result (a success or a tool error, not a protocol error).
+    pub async fn call(&self, tool: &str, arguments: Value, meta: Value) -> Called {
+        match self.try_call(tool, arguments.clone(), meta.clone()).await {
+            Ok(result) => Called::of(&result),
+            Err(err) => panic!(
+                "tools/call {tool} {arguments} (_meta {meta}) failed: {err}; stderr: {}",
+                read_lossy(&self.stderr)
+            ),
+        }
+    }
+
+    /// `search_docs` with a key.
+    pub async fn search(&self, k: &str, arguments: Value) -> Called {
+        self.call("search_docs", arguments, key(k)).await
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(client) = self.client.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), client.cancel()).await;
+        }
+    }
+}
+
+/// A `groundidx mcp` server spoken to line by line, to see every byte on stdout.
+pub struct RawMcp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    /// Every line read from stdout so far.
+    pub seen: Vec<String>,
+    stderr: PathBuf,
+}
+
+impl RawMcp {
+    pub fn start(env: &Env, args: &[&str], envs: &[(&str, &str)]) -> RawMcp {
+        let stderr = env.tmp.path().join(format!(
+            "raw-mcp-{}.stderr",
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut command = env.command(&["mcp"]);
+        command.args(args);
+        for (name, value) in envs {
+            command.env(name, value);
+        }
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+            .spawn()
+            .expect("spawn groundidx mcp");
+        let stdout = child.stdout.take().expect("stdout");
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        RawMcp {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            seen: Vec::new(),
+            stderr,
+        }
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("write to the server");
+        stdin.flush().expect("flush");
+    }
+
+    /// Reads stdout until the response to `id`; returns it and every other message before it.
+    pub fn response(&mut self, id: i64) -> (Value, Vec<Value>) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut others = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = match self.lines.recv_timeout(left) {
+                Ok(line) => line,
+                Err(err) => panic!(
+                    "no response to id {id} ({err:?}); stdout so far: {:?}; stderr: {}",
+                    self.seen,
+                    read_lossy(&self.stderr)
+                ),
+            };
+            self.seen.push(line.clone());
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|err| panic!("a stdout line is not JSON ({err}): {line:?}"));
+            let is_response = message.get("method").is_none()
+                && (message.get("result").is_some() || message.get("error").is_some());
+            if is_response && message["id"] == json!(id) {
+                return (message, others);
+            }
+            others.push(message);
+        }
+    }
+
+    pub fn request(&mut self, id: i64, method: &str, params: Value) -> (Value, Vec<Value>) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.response(id)
+    }
+
+    pub fn initialize(&mut self) {
+        let (response, _) = self.request(
+            0,
+            "initialize",
+            json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "groundidx-it", "version": "0"}
+            }),
+        );
+        assert!(
+            response["result"]["protocolVersion"].is_string(),
+            "{response}"
+        );
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    /// Closes stdin, waits for the server to exit and returns every stdout line it wrote.
+    pub fn finish(mut self) -> (Option<std::process::ExitStatus>, Vec<String>) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break Some(status);
+            }
+            if Instant::now() > deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(2)) {
+                Ok(line) => self.seen.push(line),
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => break,
+            }
+        }
+        (status, std::mem::take(&mut self.seen))
+    }
+}
+
+impl Drop for RawMcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal JSON Schema check: type, required, properties, additionalProperties: false,
+/// items, $ref into the root, anyOf/oneOf/allOf. Returns every violation.
+pub fn schema_errors(root: &Value, schema: &Value, value: &Value, path: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+        let target = reference
+            .strip_prefix('#')
+            .and_then(|pointer| root.pointer(pointer))
+            .unwrap_or_else(|| panic!("unresolvable $ref {reference} in {root}"));
+        errors.extend(schema_errors(root, target, value, path));
+    }
+    if let Some(types) = schema.get("type") {
+        let types: Vec<&str> = match types {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let fits = |t: &str| match t {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            "boolean" => value.is_boolean(),
+            "null" => value.is_null(),
+            _ => true,
+        };
+        if !types.is_empty() && !types.iter().any(|t| fits(t)) {
+            errors.push(format!("{path}: {value} is not of type {types:?}"));
+            return errors;
+        }
+    }
+    if let Some(object) = value.as_object() {
+        for name in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = name.as_str().expect("required names are strings");
+            if !object.contains_key(name) {
+                errors.push(format!("{path}: required property {name} is missing"));
+            }
+        }
+        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+            for (name, sub) in properties {
+                if let Some(field) = object.get(name) {
+                    errors.extend(schema_errors(root, sub, field, &format!("{path}.{name}")));
+                }
+            }
+            if schema.get("additionalProperties") == Some(&json!(false)) {
+                for name in object.keys() {
+                    if !properties.contains_key(name) {
+                        errors.push(format!("{path}: property {name} is not allowed"));
+                    }
+                }
+            }
+        }
+    }
+    if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
+        for (i, item) in array.iter().enumerate() {
+            errors.extend(schema_errors(root, items, item, &format!("{path}[{i}]")));
+        }
+    }
+    for (keyword, need_all) in [("anyOf", false), ("oneOf", false), ("allOf", true)] {
+        if let Some(branches) = schema.get(keyword).and_then(Value::as_array) {
+            let failures: Vec<Vec<String>> = branches
+                .iter()
+                .map(|branch| schema_errors(root, branch, value, path))
+                .collect();
+            let passed = failures.iter().filter(|f| f.is_empty()).count();
+            if (need_all && passed != branches.len()) || (!need_all && passed == 0) {
+                errors.push(format!("{path}: {keyword} not satisfied: {failures:?}"));
+            }
+        }
+    }
+    errors
+}
+
+fn hits(called: &Called) -> &Vec<Value> {
+    called.structured["hits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hits array: {}", called.raw))
+}
+
+const SCOPE: &str = "local";
+
+// ---------------------------------------------------------------------------------------------
+// K: key intake.
+
+#[tokio::test]
+async fn k1_meta_key_executes_once_and_is_audited() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let arguments = json!({"query": "rotate the signing key", "top_k": 3});
+    let result = mcp.search("r1/s1/c1", arguments.clone()).await;
+    result.assert_fresh();
+    assert_eq!(result.key(), "r1/s1/c1", "{}", result.raw);
+    assert_eq!(
+        result.meta["groundidx/keySource"], "caller",
+        "{}",
+        result.raw
+    );
+    assert!(!hits(&result).is_empty(), "{}", result.raw);
+    mcp.stop().await;
+
+    assert_executed_once(&env.store, SCOPE, "r1/s1/c1");
+    assert_eq!(counts(&env.store), executed(1));
+    let audit = env.json(&["audit", "--json"]);
+    let events = audit["events"].as_array().expect("events");
+    assert_eq!(events.len(), 1, "{audit}");
+    let event = &events[0];
+    assert_eq!(event["scope"], SCOPE, "{event}");
+    assert_eq!(event["key"], "r1/s1/c1", "{event}");
+    assert_eq!(event["key_source"], "caller", "{event}");
+    assert_eq!(event["tool"], "search_docs", "{event}");
+    assert_eq!(
+        event["index_generation"], result.structured["generation"],
+        "{event}"
+    );
+    let logged: Value =
+        serde_json::from_str(event["arguments"].as_str().expect("arguments is a string"))
+            .expect("arguments is canonical JSON");
+    assert_eq!(logged, arguments, "{event}");
+}
+
+#[tokio::test]
+async fn k2_run_id_and_step_make_the_key() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let first = mcp
+        .call(
+            "search_docs",
+            signing(),
+            json!({"groundidx/runId": "r1", "groundidx/step": "s1/c1"}),
+        )
+        .await;
+    first.assert_fresh();
+    assert_eq!(first.key(), "r1/s1/c1", "{}", first.raw);
+    let again = mcp.search("r1/s1/c1", signing()).await;
+    assert_eq!(
+        again.replayed(),
+        &json!(true),
+        "K2 replays against K1: {}",
+        again.raw
+    );
+    assert_eq!(again.text, first.text);
+    mcp.stop().await;
+    assert_executed_once(&env.store, SCOPE, "r1/s1/c1");
+    assert_eq!(counts(&env.store), executed(1));
+}
+
+#[tokio::test]
+async fn k3_run_id_or_step_alone_is_invalid() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    for meta in [
+        json!({"groundidx/runId": "r1"}),
+        json!({"groundidx/step": "s1/c1"}),
+    ] {
+        let result = mcp.call("search_docs", signing(), meta.clone()).await;
+        result.assert_error("idempotency_key_invalid");
+    }
+    mcp.stop().await;
+    assert_eq!(counts(&env.store), executed(0));
+}
+
+#[tokio::test]
+async fn k4_bad_keys_are_refused_and_nothing_is_written() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let long = "k".repeat(256);
+    for bad in [
+        long.as_str(),
+        "",
+        "a b",
+        "a\tb",
+        "caf\u{e9}",
+        "a\u{7f}",
+        "nl\n",
+    ] {
+        let result = mcp.search(bad, signing()).await;
+        result.assert_error("idempotency_key_invalid");
+    }
+    assert_eq!(
+        counts(&env.store),
+        executed(0),
+        "a refused key wrote something"
+    );
+    // The limits themselves are valid: 255 characters, and every visible ASCII character.
+    let longest = "k".repeat(255);
+    mcp.search(&longest, signing()).await.assert_fresh();
+    let visible: String = (0x21u8..=0x7e).map(char::from).collect();
+    mcp.search(&visible, signing()).await.assert_fresh();
+    mcp.stop().await;
+    assert_executed_once(&env.store, SCOPE, &longest);
+    assert_executed_once(&env.store, SCOPE, &visible);
+}
+
+#[tokio::test]
+async fn k5_no_key_executes_under_a_server_key_every_time() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let first = mcp.call("search_docs", signing(), Value::Null).await;
+    let second = mcp.call("search_docs", signing(), Value::Null).await;
+    mcp.stop().await;
+    let mut keys = Vec::new();
+    for result in [&first, &second] {
+        result.assert_fresh();
+        assert_eq!(
+            result.meta["groundidx/keySource"], "server",
+            "{}",
+            result.raw
+        );
+        let k = result.key().as_str().expect("a key").to_string();
+        assert!(k.starts_with("srv-"), "{}", result.raw);
+        keys.push(k);
+    }
+    assert_ne!(keys[0], keys[1], "each unkeyed call gets a fresh key");
+    assert_eq!(first.structured, second.structured);
+    assert_eq!(counts(&env.store), executed(2), "counted again");
+    for k in &keys {
+        assert_executed_once(&env.store, SCOPE, k);
+        let source: String = ledger(&env.store)
+            .query_row(
+                "SELECT key_source FROM audit_events WHERE scope = ?1 AND key = ?2",
+                [SCOPE, k.as_str()],
+                |row| row.get(0),
+            )
+            .expect("audit row");
+        assert_eq!(source, "server");
+    }
+}
+
+#[tokio::test]
+async fn k7_same_key_in_two_scopes_is_independent() {
+    let env = sample_store();
+    let a = Mcp::start(&env, &["--client-id", "client-a"]).await;
+    let b = Mcp::start(&env, &["--client-id", "client-b"]).await;
+    let from_a = a.search("shared/key", signing()).await;
+    let from_b = b.search("shared/key", signing()).await;
+    // Different arguments under the same key in a third scope: no mismatch across scopes.
+    let c = Mcp::start(&env, &["--client-id", "client-c"]).await;
+    let from_c = c.search("shared/key", backups()).await;
+    a.stop().await;
+    b.stop().await;
+    c.stop().await;
+    from_a.assert_fresh();
+    from_b.assert_fresh();
+    from_c.assert_fresh();
+    for scope in ["client-a", "client-b", "client-c"] {
+        assert_executed_once(&env.store, scope, "shared/key");
+    }
+    assert_eq!(counts(&env.store), executed(3));
+}
+
+// ---------------------------------------------------------------------------------------------
+// R: replays.
+
+#[tokio::test]
+async fn r1_replay_returns_first_answer_and_writes_nothing() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let first = mcp.search("r1/s1/c1", signing()).await;
+    first.assert_fresh();
+    let replay = mcp.search("r1/s1/c1", signing()).await;
+    mcp.stop().await;
+    assert!(!replay.is_error, "{}", replay.raw);
+    assert_eq!(replay.replayed(), &json!(true), "{}", replay.raw);
+    assert_eq!(replay.key(), "r1/s1/c1");
+    assert_eq!(replay.text, first.text, "content must be byte-identical");
+    assert_eq!(replay.raw["content"], first.raw["content"]);
+    assert_eq!(replay.structured, first.structured);
+    assert_eq!(counts(&env.store), executed(1));
+    let usage = env.json(&["usage", "--json"]);
+    assert_eq!(usage["total_units"], 1, "{usage}");
+}
+
+#[tokio::test]
+async fn r2_replay_keeps_its_generation_after_the_index_moves() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let first = mcp.search("r2", signing()).await;
+    first.assert_fresh();
+    let old = first.structured["generation"].as_u64().expect("generation");
+
+    let path = env.docs.join("handbook/key-rotation.md");
+    let text = std::fs::read_to_string(&path).expect("read");
+    std::fs::write(&path, text.replace("90 days", "45 days")).expect("edit");
+    env.write(
+        "new/rotation-notes.md",
+        "# Rotation notes\n\nRotate the signing key with care.\n",
+    );
+    let report = env.ingest();
+    let new = report["generation"].as_u64().expect("ingest generation");
+    assert!(new > old, "{report}");
+
+    // The server sees the new generation (fresh keys, so fresh searches)...
+    let started = Instant::now();
+    let mut seen = old;
+    let mut i = 0;
+    while seen != new && started.elapsed() < Duration::from_secs(5) {
+        i += 1;
+        let fresh = mcp.search(&format!("r2/poll/{i}"), signing()).await;
+        fresh.assert_fresh();
+        seen = fresh.structured["generation"].as_u64().expect("generation");
+        if seen != new {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    assert_eq!(seen, new, "the server never saw the new generation");
+    // ...but the replay is the stored first answer.
+    let replay = mcp.search("r2", signing()).await;
+    mcp.stop().await;
+    assert_eq!(replay.replayed(), &json!(true), "{}", replay.raw);
+    assert_eq!(replay.text, first.text);
+    assert_eq!(replay.structured["generation"], old, "{}", replay.raw);
+    let (_, _, _, generation, _, _) = key_row(&env.store, SCOPE, "r2").expect("key record");
+    assert_eq!(generation as u64, old);
+    assert_executed_once(&env.store, SCOPE, "r2");
+}
+
+#[tokio::test]
+async fn r6_business_error_is_stored_and_replayed() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let unknown = json!({"chunk_id": "0".repeat(64)});
+    let first = mcp.call("get_chunk", unknown.clone(), key("r6")).await;
+    first.assert_error("not_found");
+    assert_eq!(first.replayed(), &json!(false), "{}", first.raw);
+    assert_eq!(
+        counts(&env.store),
+        executed(1),
+        "an executed business error is counted"
+    );
+    let replay = mcp.call("get_chunk", unknown, key("r6")).await;
+    mcp.stop().await;
+    assert!(replay.is_error, "{}", replay.raw);
+    assert_eq!(replay.replayed(), &json!(true), "{}", replay.raw);
+    assert_eq!(replay.text, first.text);
+    assert_eq!(replay.structured, first.structured);
+    assert_eq!(counts(&env.store), executed(1), "not counted twice");
+}
+
+// ---------------------------------------------------------------------------------------------
+// M: mismatches.
+
+#[tokio::test]
+async fn m1_same_key_other_query_is_refused_and_writes_nothing() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let k = "run-77/step-3/call-1";
+    mcp.search(k, signing()).await.assert_fresh();
+    let before = key_row(&env.store, SCOPE, k).expect("key record");
+    let other = mcp.search(k, backups()).await;
+    mcp.stop().await;
+    other.assert_error("idempotency_key_reused");
+    assert!(
+        other.text.contains(k),
+        "the text must name the key: {}",
+        other.raw
+    );
+    assert_eq!(
+        counts(&env.store),
+        executed(1),
+        "a mismatch wrote something"
+    );
+    assert_eq!(
+        key_row(&env.store, SCOPE, k),
+        Some(before),
+        "the stored record changed"
+    );
+}
+
+#[tokio::test]
+async fn m2_same_key_other_tool_is_refused() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let first = mcp.search("m2", signing()).await;
+    first.assert_fresh();
+    let chunk_id = hits(&first)[0]["chunk_id"].clone();
+    let other = mcp
+        .call("get_chunk", json!({"chunk_id": chunk_id}), key("m2"))
+        .await;
+    mcp.stop().await;
+    other.assert_error("idempotency_key_reused");
+    assert!(other.text.contains("m2"), "{}", other.raw);
+    assert_eq!(counts(&env.store), executed(1));
+}
+
+#[tokio::test]
+async fn m3_mismatch_never_poisons_the_key() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let first = mcp.search("m3", signing()).await;
+    first.assert_fresh();
+    mcp.search("m3", backups())
+        .await
+        .assert_error("idempotency_key_reused");
+    let again = mcp.search("m3", signing()).await;
+    mcp.stop().await;
+    assert!(!again.is_error, "{}", again.raw);
+    assert_eq!(again.replayed(), &json!(true), "{}", again.raw);
+    assert_eq!(again.text, first.text);
+    assert_eq!(counts(&env.store), executed(1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// C: busy and crashes.
+
+#[tokio::test]
+async fn c3_busy_ledger_is_a_busy_tool_error_and_a_retry_executes() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let lock = WriteLock::take(&env.store);
+    let started = Instant::now();
+    let busy = mcp.search("c3", signing()).await;
+    let waited = started.elapsed();
+    drop(lock);
+    busy.assert_error("busy");
+    let retry_after = busy.structured["error"]["retry_after_seconds"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("retry_after_seconds: {}", busy.raw));
+    assert!(retry_after >= 1, "{}", busy.raw);
+    assert!(waited < Duration::from_secs(15), "busy took {waited:?}");
+    assert_nothing_for(&env.store, SCOPE, "c3");
+    let retry = mcp.search("c3", signing()).await;
+    mcp.stop().await;
+    retry.assert_fresh();
+    assert_executed_once(&env.store, SCOPE, "c3");
+}
+
+/// A call to a server armed to abort at `point` fails (the server is gone).
+async fn call_into_crash(env: &Env, point: &str, k: &str) {
+    let mcp = Mcp::start_crashing(env, &[], Some(point)).await;
+    let outcome = mcp.try_call("search_docs", signing(), key(k)).await;
+    assert!(
+        outcome.is_err(),
+        "the server should have aborted at {point}: {:?}",
+        outcome.map(|r| Called::of(&r).raw)
+    );
+    mcp.stop().await;
+}
+
+#[tokio::test]
+async fn c4_crash_before_commit_leaves_nothing_and_a_retry_executes_once() {
+    let env = sample_store();
+    call_into_crash(&env, "keys.before_commit", "c4").await;
+    assert_eq!(
+        counts(&env.store),
+        executed(0),
+        "an aborted transaction left rows"
+    );
+    let mcp = Mcp::start(&env, &[]).await;
+    let retry = mcp.search("c4", signing()).await;
+    mcp.stop().await;
+    retry.assert_fresh();
+    assert_executed_once(&env.store, SCOPE, "c4");
+    assert_eq!(counts(&env.store), executed(1));
+}
+
+#[tokio::test]
+async fn c5_crash_after_commit_replays_on_retry() {
+    let env = sample_store();
+    call_into_crash(&env, "keys.after_commit", "c5").await;
+    assert_eq!(
+        counts(&env.store),
+        executed(1),
+        "the commit was made before the abort"
+    );
+    let mcp = Mcp::start(&env, &[]).await;
+    let retry = mcp.search("c5", signing()).await;
+    mcp.stop().await;
+    assert!(!retry.is_error, "{}", retry.raw);
+    assert_eq!(retry.replayed(), &json!(true), "{}", retry.raw);
+    assert!(!hits(&retry).is_empty(), "{}", retry.raw);
+    assert_executed_once(&env.store, SCOPE, "c5");
+    assert_eq!(counts(&env.store), executed(1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// E: failures.
+
+#[tokio::test]
+async fn e1_invalid_arguments_are_a_tool_error_and_not_stored() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    for (tool, arguments) in [
+        ("search_docs", json!({"query": "signing", "top_k": 0})),
+        ("search_docs", json!({"query": "signing", "top_k": 101})),
+        ("search_docs", json!({"query": ""})),
+        ("search_docs", json!({"top_k": 3})),
+        ("search_docs", json!({"query": "signing", "bogus": true})),
+        (
+            "search_docs",
+            json!({"query": "signing", "tags": "security"}),
+        ),
+        ("get_chunk", json!({"chunk_id": "../../etc/passwd"})),
+        ("get_chunk", json!({})),
+    ] {
+        let result = mcp.call(tool, arguments.clone(), key("e1")).await;
+        result.assert_error("invalid_arguments");
+    }
+    assert_eq!(
+        counts(&env.store),
+        executed(0),
+        "invalid arguments were stored"
+    );
+    // The same key is free for the corrected call.
+    let corrected = mcp
+        .search("e1", json!({"query": "signing", "top_k": 3}))
+        .await;
+    mcp.stop().await;
+    corrected.assert_fresh();
+    assert_executed_once(&env.store, SCOPE, "e1");
+}
+
+#[tokio::test]
+async fn e2_malformed_calls_are_json_rpc_errors() {
+    let env = sample_store();
+    // Through the rmcp client: an unknown tool.
+    let mcp = Mcp::start(&env, &[]).await;
+    match mcp.try_call("no_such_tool", json!({}), key("e2")).await {
+        Err(ServiceError::McpError(error)) => assert_eq!(error.code.0, -32602, "{error:?}"),
+        other => panic!(
+            "an unknown tool must be -32602: {:?}",
+            other.map(|r| Called::of(&r).raw)
+        ),
+    }
+    mcp.stop().await;
+
+    // On the wire: no name, and arguments that are not an object.
+    let mut raw = RawMcp::start(&env, &[], &[]);
+    raw.initialize();
+    let mut wrong = Vec::new();
+    for (id, params) in [
+        (
+            1,
+            json!({"arguments": {"query": "signing"}, "_meta": key("e2")}),
+        ),
+        (
+            2,
+            json!({"name": "search_docs", "arguments": "signing", "_meta": key("e2")}),
+        ),
+        (
+            3,
+            json!({"name": "search_docs", "arguments": ["signing"], "_meta": key("e2")}),
+        ),
+        (
+            4,
+            json!({"name": "nope", "arguments": {}, "_meta": key("e2")}),
+        ),
+    ] {
+        let (response, _) = raw.request(id, "tools/call", params.clone());
+        if response["error"]["code"] != -32602 {
+            wrong.push(format!("tools/call {params} -> {response}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "malformed calls must be JSON-RPC -32602 errors:\n{}",
+        wrong.join("\n")
+    );
+    // The server is still there.
+    let (listed, _) = raw.request(5, "tools/list", json!({}));
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    drop(raw);
+    assert_eq!(counts(&env.store), executed(0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q: quota.
+
+#[tokio::test]
+async fn q1_executed_call_consumes_exactly_one_unit() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    mcp.search("q1", signing()).await.assert_fresh();
+    mcp.stop().await;
+    assert_executed_once(&env.store, SCOPE, "q1");
+    let usage = env.json(&["usage", "--json"]);
+    assert_eq!(usage["total_units"], 1, "{usage}");
+    let windows = usage["usage"].as_array().expect("usage");
+    assert_eq!(windows.len(), 1, "{usage}");
+    assert_eq!(windows[0]["client"], SCOPE, "{usage}");
+    assert_eq!(windows[0]["units"], 1, "{usage}");
+    let status = env.json(&["status", "--json"]);
+    assert_eq!(status["usage_units"], 1, "{status}");
+    assert_eq!(status["audit_events"], 1, "{status}");
+    assert_eq!(status["idempotency_keys"], 1, "{status}");
+}
+
+#[tokio::test]
+async fn q3_mcp_over_quota_is_a_rate_limited_tool_error() {
+    let env = sample_store();
+    // Both calls must land in one quota window: stay clear of a minute's last seconds.
+    let second = groundidx::clock::now_ms() / 1000 % 60;
+    if second >= 57 {
+        tokio::time::sleep(Duration::from_secs((61 - second) as u64)).await;
+    }
+    let mcp = Mcp::start(&env, &["--rate-limit", "1/60s"]).await;
+    let first = mcp.search("q3/a", signing()).await;
+    first.assert_fresh();
+    let refused = mcp.search("q3/b", signing()).await;
+    refused.assert_error("rate_limited");
+    let error = &refused.structured["error"];
+    let seconds = error["retry_after_seconds"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("retry_after_seconds: {}", refused.raw));
+    assert!((1..=60).contains(&seconds), "{}", refused.raw);
+    assert_eq!(error["policy"], "per-client", "{}", refused.raw);
+    assert!(
+        refused
+            .text
+            .contains(&format!("rate limit exceeded; retry after {seconds} s")),
+        "{}",
+        refused.raw
+    );
+    assert_nothing_for(&env.store, SCOPE, "q3/b");
+    // Q2: the replay is still served.
+    let replay = mcp.search("q3/a", signing()).await;
+    mcp.stop().await;
+    assert_eq!(replay.replayed(), &json!(true), "{}", replay.raw);
+    assert_eq!(replay.text, first.text);
+    assert_eq!(counts(&env.store), executed(1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// P: the MCP surface.
+
+#[tokio::test]
+async fn p1_tools_list_is_complete_and_deterministic() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let tools = mcp.client().list_all_tools().await.expect("tools/list");
+    let again = mcp.client().list_all_tools().await.expect("tools/list");
+    mcp.stop().await;
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["search_docs", "get_chunk"]);
+    assert_eq!(
+        serde_json::to_value(&tools).expect("json"),
+        serde_json::to_value(&again).expect("json"),
+        "tools/list must be deterministic"
+    );
+    for (tool, required) in [(&tools[0], "query"), (&tools[1], "chunk_id")] {
+        let json = serde_json::to_value(tool).expect("json");
+        assert!(
+            tool.title.as_deref().is_some_and(|t| !t.is_empty()),
+            "{json}"
+        );
+        assert!(
+            tool.description.as_deref().is_some_and(|d| !d.is_empty()),
+            "{json}"
+        );
+        let input = Value::Object((*tool.input_schema).clone());
+        assert_eq!(input["type"], "object", "{json}");
+        assert_eq!(input["additionalProperties"], false, "{json}");
+        assert!(
+            input["required"]
+                .as_array()
+                .is_some_and(|r| r.contains(&json!(required))),
+            "{json}"
+        );
+        if let Some(dialect) = input.get("$schema") {
+            assert!(
+                dialect.as_str().is_some_and(|d| d.contains("2020-12")),
+                "{json}"
+            );
+        }
+        let output = tool
+            .output_schema
+            .as_ref()
+            .map(|s| Value::Object((**s).clone()))
+            .unwrap_or_else(|| panic!("no outputSchema: {json}"));
+        assert_eq!(output["type"], "object", "{json}");
+        let annotations = tool.annotations.as_ref().expect("annotations");
+        assert_eq!(
+            (
+                annotations.read_only_hint,
+                annotations.idempotent_hint,
+                annotations.open_world_hint
+            ),
+            (Some(true), Some(true), Some(false)),
+            "{json}"
+        );
+    }
+    let search_input = Value::Object((*tools[0].input_schema).clone());
+    for property in ["query", "top_k", "path_prefix", "tags"] {
+        assert!(
+            search_input["properties"].get(property).is_some(),
+            "search_docs lacks {property}: {search_input}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn p2_structured_content_matches_the_output_schema() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let tools = mcp.client().list_all_tools().await.expect("tools/list");
+    let schema_of = |name: &str| -> Value {
+        let tool = tools.iter().find(|t| t.name == name).expect("listed");
+        Value::Object((**tool.output_schema.as_ref().expect("outputSchema")).clone())
+    };
+    let search = mcp.search("p2/search", signing()).await;
+    let chunk_id = hits(&search)[0]["chunk_id"].clone();
+    let chunk = mcp
+        .call("get_chunk", json!({"chunk_id": chunk_id}), key("p2/chunk"))
+        .await;
+    mcp.stop().await;
+    for (tool, result, required) in [
+        (
+            "search_docs",
+            &search,
+            ["generation", "last_ingest", "hits"],
+        ),
+        ("get_chunk", &chunk, ["generation", "last_ingest", "chunk"]),
+    ] {
+        assert!(!result.is_error, "{}", result.raw);
+        assert_ne!(result.raw.get("isError"), Some(&json!(true)));
+        let schema = schema_of(tool);
+        for name in required {
+            assert!(
+                schema["required"]
+                    .as_array()
+                    .is_some_and(|r| r.contains(&json!(name))),
+                "{tool} outputSchema must require {name}: {schema}"
+            );
+        }
+        let errors = schema_errors(&schema, &schema, &result.structured, tool);
+        assert!(
+            errors.is_empty(),
+            "{errors:#?}\nschema: {schema}\nresult: {}",
+            result.raw
+        );
+        assert_eq!(result.raw["content"][0]["type"], "text", "{}", result.raw);
+        let text: Value = serde_json::from_str(&result.text).expect("content[0] is JSON");
+        assert_eq!(
+            text, result.structured,
+            "content[0] must hold structuredContent"
+        );
+    }
+    assert_eq!(
+        chunk.structured["chunk"]["chunk_id"], chunk_id,
+        "{}",
+        chunk.raw
+    );
+}
+
+#[test]
+fn p3_progress_token_is_not_part_of_the_fingerprint() {
+    let env = sample_store();
+    let mut raw = RawMcp::start(&env, &[], &[]);
+    raw.initialize();
+    let call = |token: Option<&str>| {
+        let mut meta = key("p3");
+        if let Some(token) = token {
+            meta["progressToken"] = json!(token);
+        }
+        json!({"name": "search_docs", "arguments": signing(), "_meta": meta})
+    };
+    let (first, notes) = raw.request(1, "tools/call", call(Some("tok-1")));
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    assert_eq!(
+        first["result"]["_meta"]["groundidx/replayed"], false,
+        "{first}"
+    );
+    let mut last = f64::MIN;
+    for note in notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+    {
+        assert_eq!(note["params"]["progressToken"], "tok-1", "{note}");
+        let progress = note["params"]["progress"].as_f64().expect("progress");
+        assert!(progress > last, "progress must increase: {notes:?}");
+        last = progress;
+    }
+    let (second, _) = raw.request(2, "tools/call", call(Some("tok-2")));
+    let (third, _) = raw.request(3, "tools/call", call(None));
+    drop(raw);
+    for replay in [&second, &third] {
+        assert_eq!(
+            replay["result"]["_meta"]["groundidx/replayed"], true,
+            "{replay}"
+        );
+        assert_eq!(
+            replay["result"]["structuredContent"], first["result"]["structuredContent"],
+            "{replay}"
+        );
+        assert_eq!(replay["result"]["content"], first["result"]["content"]);
+    }
+    assert_executed_once(&env.store, SCOPE, "p3");
+    assert_eq!(counts(&env.store), executed(1));
+}
+
+#[test]
+fn p5_stdout_carries_only_json_rpc() {
+    let env = sample_store();
+    let mut raw = RawMcp::start(&env, &[], &[("RUST_LOG", "trace")]);
+    raw.initialize();
+    raw.request(1, "tools/list", json!({}));
+    raw.request(
+        2,
+        "tools/call",
+        json!({"name": "search_docs", "arguments": signing(), "_meta": key("p5")}),
+    );
+    raw.request(
+        3,
+        "tools/call",
+        json!({"name": "search_docs", "arguments": {"query": ""}, "_meta": key("p5/bad")}),
+    );
+    raw.request(4, "tools/call", json!({"name": "nope", "arguments": {}}));
+    let (status, lines) = raw.finish();
+    assert!(lines.len() >= 5, "{lines:#?}");
+    for line in &lines {
+        let message: Value = serde_json::from_str(line)
+            .unwrap_or_else(|err| panic!("stdout line is not JSON ({err}): {line:?}"));
+        assert_eq!(message["jsonrpc"], "2.0", "not a JSON-RPC message: {line}");
+    }
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the server must exit cleanly at end of input: {status:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// T5: the published key policy.
+
+#[tokio::test]
+async fn t5_tool_descriptions_and_readme_state_the_key_policy() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let tools = mcp.client().list_all_tools().await.expect("tools/list");
+    mcp.stop().await;
+    let states_policy = |text: &str| -> Vec<&'static str> {
+        let lower = text.to_lowercase();
+        let mut missing = Vec::new();
+        if !lower.contains("groundidx/idempotencykey") {
+            missing.push("the key's _meta name");
+        }
+        if !lower.contains("255") {
+            missing.push("the key format (up to 255 characters)");
+        }
+        if !["7 days", "7 day", "7d", "168 h", "168h", "seven days"]
+            .iter()
+            .any(|ttl| lower.contains(ttl))
+        {
+            missing.push("the key TTL (7 days)");
+        }
+        if ![
+            "without a key",
+            "no key",
+            "without an idempotency key",
+            "not deduplica",
+        ]
+        .iter()
+        .any(|phrase| lower.contains(phrase))
+        {
+            missing.push("the behaviour without a key");
+        }
+        missing
+    };
+    for tool in &tools {
+        let description = tool.description.as_deref().unwrap_or("");
+        let missing = states_policy(description);
+        assert!(
+            missing.is_empty(),
+            "{} description lacks {missing:?}: {description}",
+            tool.name
+        );
+    }
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let missing = states_policy(&readme);
+    assert!(missing.is_empty(), "README.md lacks {missing:?}");
+    assert!(
+        readme.contains("Idempotency-Key"),
+        "README.md lacks the HTTP header"
+    );
+}
