@@ -13,7 +13,7 @@ use crate::clock;
 use crate::error::{Error, Result};
 use crate::ids::{self, ChunkId};
 use crate::index::QueryConfig;
-use crate::ledger::ChunkFilter;
+use crate::ledger::{ChunkFilter, Ledger, StoredChunk};
 use crate::store::StoreReader;
 
 /// The most hits one search returns.
@@ -117,7 +117,7 @@ pub fn search(reader: &StoreReader, request: &SearchRequest) -> Result<SearchRes
     })
 }
 
-/// One chunk by ID, with its sources (the agent tool's `get_chunk`).
+/// One chunk with its sources: what `get_chunk` answers and `export` prints per line.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ChunkRecord {
     pub chunk_id: String,
@@ -130,18 +130,24 @@ pub struct ChunkRecord {
 /// Looks up one chunk; `Ok(None)` when the store does not hold it.
 pub fn get_chunk(reader: &StoreReader, id: &ChunkId) -> Result<Option<ChunkRecord>> {
     let ledger = reader.ledger();
-    let Some(chunk) = ledger.chunks(std::slice::from_ref(id))?.into_iter().next() else {
-        return Ok(None);
-    };
-    let sources = ledger.sources_of_chunk(id)?;
+    match ledger.chunks(std::slice::from_ref(id))?.into_iter().next() {
+        Some(chunk) => chunk_record(ledger, chunk).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// A stored chunk with its sources (the first source's lines), as `get_chunk` and `export`
+/// give it.
+pub fn chunk_record(ledger: &Ledger, chunk: StoredChunk) -> Result<ChunkRecord> {
+    let sources = ledger.sources_of_chunk(&chunk.id)?;
     let lines = sources.first().map_or([0, 0], |s| [s.lines.0, s.lines.1]);
     let mut paths: Vec<String> = sources.into_iter().map(|s| s.path).collect();
     paths.dedup();
-    Ok(Some(ChunkRecord {
+    Ok(ChunkRecord {
         chunk_id: chunk.id.to_hex(),
         paths,
         heading: chunk.heading_path.join(" > "),
         lines,
         text: chunk.text,
-    }))
+    })
 }

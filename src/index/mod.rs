@@ -13,7 +13,7 @@ mod query;
 
 use std::path::Path;
 
-use tantivy::collector::{Count, FilterCollector, TopDocs};
+use tantivy::collector::{FilterCollector, TopDocs};
 use tantivy::directory::MmapDirectory;
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
@@ -294,21 +294,6 @@ impl Index {
             });
         }
         Ok(hits)
-    }
-
-    /// How many chunks a query matches at all (for tests and diagnostics).
-    pub fn count(&self, query_text: &str) -> Result<usize> {
-        let searcher = self.reader.searcher();
-        let query = query::build(
-            &self.index,
-            self.fields.heading,
-            self.fields.body,
-            query_text,
-            &QueryConfig::default(),
-        );
-        searcher
-            .search(&query, &Count)
-            .map_err(index_error("count"))
     }
 }
 
