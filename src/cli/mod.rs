@@ -5,6 +5,7 @@
 
 mod agent_args;
 mod audit;
+mod completions;
 mod exit_code;
 mod export;
 mod gc;
@@ -75,6 +76,10 @@ pub enum Command {
     Usage(audit::Args),
     /// Delete expired idempotency keys, and nothing else
     Gc(gc::Args),
+    /// Print a shell completion script
+    Completions(completions::CompletionArgs),
+    /// Print the man page
+    Man(completions::ManArgs),
 }
 
 /// How long a writer waits for the store's lock.
@@ -122,6 +127,8 @@ pub fn run(cli: &Cli) -> ExitCode {
         Command::Audit(args) => audit::run_audit(cli, args),
         Command::Usage(args) => audit::run_usage(cli, args),
         Command::Gc(args) => gc::run(cli, args),
+        Command::Completions(args) => completions::run_completions(args),
+        Command::Man(args) => completions::run_man(args),
     };
     match result {
         Ok(code) => code,

@@ -9,14 +9,41 @@ use crate::cli::{Cli, ExitCode};
 
 /// Show documents, chunks, generations and the last finished ingest. Takes no lock.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Exit 1 when the last finished ingest is older than this (e.g. 2h), or there was none:
+    /// for monitoring
+    #[arg(long, value_name = "DURATION", value_parser = parse_max_age)]
+    pub max_age: Option<std::time::Duration>,
+}
 
-pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
+fn parse_max_age(text: &str) -> std::result::Result<std::time::Duration, String> {
+    groundidx::keys::parse_duration(text)
+}
+
+pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     let reader = StoreReader::open(&cli.store_dir())?;
     let report = status::status(&reader)?;
+    let stale = args.max_age.map(|max_age| {
+        let newest_allowed = groundidx::clock::now_ms() - max_age.as_millis() as i64;
+        report
+            .last_ingest_ms
+            .is_none_or(|last| last < newest_allowed)
+    });
+    let code = if stale == Some(true) {
+        eprintln!(
+            "error: the last finished ingest ({}) is older than --max-age",
+            report.last_ingest.as_deref().unwrap_or("never")
+        );
+        ExitCode::Failure
+    } else {
+        ExitCode::Success
+    };
     if cli.json {
         output::json(&report)?;
-        return Ok(ExitCode::Success);
+        return Ok(code);
+    }
+    if cli.quiet {
+        return Ok(code);
     }
     let lag = if report.index_generation < report.generation {
         format!(
@@ -42,5 +69,5 @@ pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
     ] {
         output::line(format!("{name:<12} {value}"))?;
     }
-    Ok(ExitCode::Success)
+    Ok(code)
 }

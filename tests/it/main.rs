@@ -12,6 +12,7 @@
 //! - `deletion`: deletions wait for a clean walk; the mass-delete guard; roots stay apart.
 //! - `lock`: one writer at a time; readers never wait.
 //! - `cli`: exit codes, usage errors, help, store location and schema version.
+//! - `ops`: the README's crontab line, `status --max-age`, systemd units, completions, man page.
 //! - `tidy`: every source file documents itself and appears in ARCHITECTURE.md.
 //! - `agent_keys`: the keyed agent path through the library with a fake clock: concurrency,
 //!   retention and gc, the quota; and the ledger helpers the other agent files count rows with.
@@ -32,6 +33,7 @@ mod edits;
 mod kill;
 mod lock;
 mod malformed;
+mod ops;
 mod reingest;
 mod search;
 mod tidy;

@@ -1,0 +1,147 @@
+//! Running groundidx unattended: the README's crontab line, monitoring with `status --max-age`,
+//! the systemd units in `contrib/`, and the generated completions and man page.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::{BIN, Env};
+
+/// The crontab line of README.md's "From cron" section.
+fn readme_crontab_line() -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let section = readme
+        .split("```cron")
+        .nth(1)
+        .expect("a ```cron block in README.md");
+    section.lines().nth(1).expect("a crontab line").to_string()
+}
+
+#[test]
+fn the_readme_crontab_line_runs_quietly_and_overlaps_safely() {
+    let env = Env::sample();
+    let line = readme_crontab_line();
+    // Five schedule fields, then the command cron hands to sh.
+    let command: String = line
+        .split_whitespace()
+        .skip(5)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(command.starts_with("groundidx "), "{line}");
+    let command = command
+        .replacen("groundidx", BIN, 1)
+        .replace("/var/lib/groundidx", env.store.to_str().expect("utf-8"))
+        .replace("/srv/docs", env.docs.to_str().expect("utf-8"));
+    let run = || {
+        Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .env_remove("GROUNDIDX_STORE")
+            .output()
+            .expect("sh")
+    };
+
+    let first = run();
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(
+        first.stdout.is_empty() && first.stderr.is_empty(),
+        "cron would mail a successful run"
+    );
+    assert!(env.json(&["status", "--json"])["documents"].as_u64() > Some(0));
+
+    // An overlapping run exits 75 at once and changes nothing.
+    let lock =
+        groundidx::store::WriterLock::acquire(&env.store, groundidx::store::LockWait::NoWait)
+            .expect("lock");
+    let overlapping = run();
+    assert_eq!(overlapping.status.code(), Some(75));
+    drop(lock);
+
+    // A failure is loud: a folder that vanished (say, an unmounted disk) must not be silent.
+    std::fs::rename(&env.docs, env.tmp.path().join("gone")).expect("move away");
+    let failed = run();
+    assert_ne!(failed.status.code(), Some(0));
+    assert!(
+        !failed.stderr.is_empty(),
+        "a failed cron run printed nothing"
+    );
+}
+
+#[test]
+fn status_max_age_fails_when_the_last_ingest_is_too_old() {
+    let env = Env::sample();
+    env.ingest();
+    let fresh = env.run(&["status", "--max-age", "2h", "--quiet"]);
+    assert_eq!(fresh.status.code(), Some(0));
+    assert!(fresh.stdout.is_empty());
+    std::thread::sleep(std::time::Duration::from_millis(1_100));
+    let stale = env.run(&["status", "--max-age", "1s"]);
+    assert_eq!(stale.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&stale.stderr).contains("older than --max-age"));
+    let bad = env.run(&["status", "--max-age", "soon"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn completions_and_man_page_come_from_the_cli_definition() {
+    for shell in ["bash", "zsh", "fish"] {
+        let output = Command::new(BIN)
+            .args(["completions", shell])
+            .output()
+            .expect("run");
+        assert!(output.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            script.contains("groundidx") && script.contains("ingest"),
+            "{shell}: {script}"
+        );
+    }
+    let output = Command::new(BIN).arg("man").output().expect("run");
+    assert!(output.status.success());
+    let page = String::from_utf8_lossy(&output.stdout);
+    assert!(page.starts_with(".ie") || page.contains(".TH"), "{page}");
+    assert!(page.contains("groundidx") && page.contains("ingest"));
+}
+
+#[test]
+fn contrib_systemd_units_are_valid() {
+    let contrib = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/systemd");
+    let service =
+        std::fs::read_to_string(contrib.join("groundidx-ingest.service")).expect("service");
+    let timer = std::fs::read_to_string(contrib.join("groundidx-ingest.timer")).expect("timer");
+    assert!(
+        service.contains("ingest --quiet --no-wait") && service.contains("SuccessExitStatus=75")
+    );
+    assert!(timer.contains("OnUnitActiveSec="));
+    let Ok(analyze) = Command::new("systemd-analyze").arg("--version").output() else {
+        eprintln!("skipped: systemd-analyze not found, the units were only read");
+        return;
+    };
+    if !analyze.status.success() {
+        eprintln!("skipped: systemd-analyze does not run here");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("groundidx-ingest.service"),
+        service.replace("/usr/local/bin/groundidx", BIN),
+    )
+    .expect("write");
+    std::fs::write(dir.path().join("groundidx-ingest.timer"), &timer).expect("write");
+    let output = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(dir.path().join("groundidx-ingest.service"))
+        .arg(dir.path().join("groundidx-ingest.timer"))
+        .output()
+        .expect("run systemd-analyze");
+    assert!(
+        output.status.success(),
+        "systemd-analyze verify: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
