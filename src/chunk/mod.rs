@@ -418,3 +418,89 @@ mod tests {
         assert_eq!(texts, ["one\ntwo", "three"]);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::{ChunkConfig, DocKind, chunk_document};
+    use crate::ids::normalise;
+
+    /// A word of letters, or Markdown punctuation that stresses the parser.
+    fn word() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z]{1,8}",
+            Just("*".to_string()),
+            Just("`".to_string()),
+            Just("[x](y)".to_string()),
+            Just("é".to_string()),
+        ]
+    }
+
+    fn paragraph() -> impl Strategy<Value = String> {
+        prop::collection::vec("[a-z]{1,8}", 1..40).prop_map(|words| words.join(" "))
+    }
+
+    /// Sections of plain paragraphs under distinct headings.
+    fn sections() -> impl Strategy<Value = Vec<Vec<String>>> {
+        prop::collection::vec(prop::collection::vec(paragraph(), 1..6), 1..6)
+    }
+
+    fn render(sections: &[Vec<String>]) -> String {
+        sections
+            .iter()
+            .enumerate()
+            .map(|(i, paragraphs)| format!("## Section {i}\n\n{}\n\n", paragraphs.join("\n\n")))
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn no_input_panics(text in prop::collection::vec(prop_oneof![word(), Just("\n".into()), Just("# ".into()), Just("> ".into()), Just("- ".into()), Just("```".into()), Just("---".into()), Just("|".into()), Just(" ".into())], 0..200), size in 1usize..300) {
+            let text: String = text.concat();
+            for kind in [DocKind::Markdown, DocKind::PlainText] {
+                let doc = chunk_document(kind, &text, &ChunkConfig { target_size: size });
+                for chunk in &doc.chunks {
+                    prop_assert!(chunk.lines.0 >= 1 && chunk.lines.0 <= chunk.lines.1);
+                    prop_assert!(!chunk.text.trim().is_empty());
+                }
+            }
+        }
+
+        #[test]
+        fn chunks_cover_the_text_in_order(sections in sections(), size in 20usize..400) {
+            let text = render(&sections);
+            let doc = chunk_document(DocKind::Markdown, &text, &ChunkConfig { target_size: size });
+            let got: Vec<String> = doc.chunks.iter().map(|c| c.text.clone()).collect();
+            let expected: Vec<String> = sections.iter().flatten().cloned().collect();
+            prop_assert_eq!(normalise(&got.join(" ")), normalise(&expected.join(" ")));
+            let mut last_line = 0;
+            for chunk in &doc.chunks {
+                // Pieces of one long line share that line; chunks never go backwards.
+                prop_assert!(chunk.lines.0 >= last_line, "chunks out of order");
+                last_line = chunk.lines.1;
+            }
+        }
+
+        #[test]
+        fn an_unrelated_section_edit_keeps_the_other_ids(sections in sections(), edit in paragraph(), size in 20usize..400) {
+            prop_assume!(sections.len() >= 2);
+            let config = ChunkConfig { target_size: size };
+            let before = chunk_document(DocKind::Markdown, &render(&sections), &config);
+            let mut edited = sections.clone();
+            let last = edited.len() - 1;
+            edited[last].push(edit);
+            let after = chunk_document(DocKind::Markdown, &render(&edited), &config);
+            let untouched = |doc: &super::ChunkedDocument| -> Vec<crate::ids::ChunkId> {
+                doc.chunks
+                    .iter()
+                    .filter(|c| c.heading_path.last().map(String::as_str) != Some(&format!("Section {last}")))
+                    .map(|c| c.id)
+                    .collect()
+            };
+            prop_assert_eq!(untouched(&before), untouched(&after));
+        }
+    }
+}

@@ -147,3 +147,53 @@ fn oversized_file_is_skipped_with_the_limit_named() {
     let report = env.json(&["ingest", docs, "--json", "--max-file-size", "10000"]);
     assert_warned(&report, "big.md", "10000-byte limit");
 }
+
+#[test]
+fn hostile_structures_give_chunks_or_a_warning_and_a_rerun_writes_nothing() {
+    let env = Env::sample();
+    env.write("quotes.md", &("> ".repeat(5_000) + "deep quote\n"));
+    env.write(
+        "lists.md",
+        &(0..2_000)
+            .map(|i| format!("{}- level {i}\n", "  ".repeat(i)))
+            .collect::<String>(),
+    );
+    env.write("bullets.md", &("- ".repeat(5_000) + "x\n"));
+    env.write("brackets.md", &("[".repeat(100_000) + "\n"));
+    env.write("emphasis.md", &("*a".repeat(100_000) + "\n"));
+    env.write(
+        "name\nwith a newline.md",
+        "# Newline\n\nA file whose name holds a newline.\n",
+    );
+    let deep: String = (0..60).map(|i| format!("n{i}/")).collect();
+    env.write(&format!("{deep}deep.md"), "# Deep\n\nSixty folders down.\n");
+    let socket =
+        std::os::unix::net::UnixListener::bind(env.docs.join("socket.md")).expect("bind socket");
+    // 100 MB, sparse: over the default 64 MiB limit, so it is skipped by its size alone.
+    let big = std::fs::File::create(env.docs.join("big.md")).expect("create");
+    big.set_len(100 * 1024 * 1024).expect("set_len");
+
+    let report = env.ingest();
+    assert_warned(&report, "socket.md", "socket");
+    assert_warned(&report, "big.md", "67108864-byte limit");
+    assert_eq!(report["documents"]["skipped"], 2, "{report}");
+    assert_eq!(
+        env.search("sixty folders down", 1)["hits"][0]["paths"][0],
+        format!("{deep}deep.md")
+    );
+    assert_eq!(
+        env.search("name holds a newline", 1)["hits"][0]["paths"][0],
+        "name\nwith a newline.md"
+    );
+    assert!(
+        !env.search("deep quote", 1)["hits"]
+            .as_array()
+            .expect("hits")
+            .is_empty()
+    );
+    env.assert_verified();
+    let again = env.ingest();
+    assert_eq!(again["chunks"]["added"], 0, "{again}");
+    assert_eq!(again["chunks"]["removed"], 0, "{again}");
+    drop(socket);
+}
