@@ -4,7 +4,10 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use groundidx::server::{self, HttpConfig};
+use std::sync::Arc;
+
+use groundidx::ingest::IngestConfig;
+use groundidx::server::{self, HttpConfig, Reindex};
 use groundidx::{Error, Result};
 
 use crate::cli::agent_args::AgentArgs;
@@ -33,8 +36,25 @@ pub struct Args {
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
 
+    /// Re-ingest this folder on an interval (--every), through the same writer lock as any
+    /// ingest: a tick that finds the store busy is skipped; repeatable
+    #[arg(long, value_name = "DIR")]
+    pub reindex: Vec<PathBuf>,
+
+    /// How often to re-ingest the --reindex folders, e.g. 10m
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_every, requires = "reindex")]
+    pub every: std::time::Duration,
+
     #[command(flatten)]
     pub agent: AgentArgs,
+}
+
+fn parse_every(text: &str) -> std::result::Result<std::time::Duration, String> {
+    let every = groundidx::keys::parse_duration(text)?;
+    if every.is_zero() {
+        return Err("--every must be at least 1s".into());
+    }
+    Ok(every)
 }
 
 #[derive(serde::Deserialize)]
@@ -74,9 +94,42 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         client_id: args.client_id.clone(),
         tokens,
         allowed_origins: args.allow_origin.clone(),
+        reindex: (!args.reindex.is_empty()).then(|| Reindex {
+            roots: args.reindex.clone(),
+            every: args.every,
+            ingest: IngestConfig::default(),
+        }),
     };
-    server::serve_http(&cli.store_dir(), &config, |addr| {
-        eprintln!("listening on http://{addr}");
-    })?;
+    for dir in &args.reindex {
+        groundidx::ingest::canonical_root(dir)?;
+    }
+    let quiet = cli.quiet;
+    let on_reindex = Arc::new(
+        move |outcome: Result<Option<groundidx::ingest::IngestReport>>| match outcome {
+            Ok(Some(report)) if !quiet => eprintln!(
+                "reindex: generation {}, {} chunks added, {} removed, {} warnings, {} ms",
+                report.generation,
+                report.chunks.added,
+                report.chunks.removed,
+                report.warnings.len(),
+                report.duration_ms
+            ),
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                if !quiet {
+                    eprintln!(
+                        "reindex: another writer holds the store; skipped until the next tick"
+                    );
+                }
+            }
+            Err(error) => eprintln!("reindex failed: {error}"),
+        },
+    );
+    server::serve_http(
+        &cli.store_dir(),
+        &config,
+        |addr| eprintln!("listening on http://{addr}"),
+        on_reindex,
+    )?;
     Ok(ExitCode::Success)
 }

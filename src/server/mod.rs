@@ -10,14 +10,16 @@ mod tools;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ServiceExt;
 
 use crate::error::{Error, Result};
+use crate::ingest::{IngestConfig, IngestReport, NoProgress, ingest};
 use crate::keys::{Agent, AgentConfig};
+use crate::store::{LockWait, Store};
 
 pub use http::MAX_BODY_BYTES;
 
@@ -28,9 +30,19 @@ pub struct Scope(pub String);
 /// How often a server looks for a new index commit.
 const RELOAD_EVERY: Duration = Duration::from_millis(250);
 
+/// A re-ingest the server runs on an interval, for deployments without cron.
+#[derive(Clone, Debug)]
+pub struct Reindex {
+    pub roots: Vec<PathBuf>,
+    pub every: Duration,
+    pub ingest: IngestConfig,
+}
+
 /// Settings of `groundidx serve`.
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
+    /// Re-ingest these folders on an interval, through the same writer lock as any ingest.
+    pub reindex: Option<Reindex>,
     pub listen: SocketAddr,
     pub agent: AgentConfig,
     pub client_id: String,
@@ -108,17 +120,59 @@ pub fn serve_stdio(store_dir: &Path, config: AgentConfig, client_id: &str) -> Re
     })
 }
 
-/// Serves HTTP until Ctrl-C or SIGTERM; `on_listen` is told the bound address.
+/// One scheduled re-ingest. `Ok(None)` when another writer holds the store: that run is
+/// skipped, not queued, exactly as `ingest --no-wait` would.
+pub fn reindex_once(store_dir: &Path, reindex: &Reindex) -> Result<Option<IngestReport>> {
+    let (mut store, _) = match Store::open(store_dir, LockWait::NoWait) {
+        Ok(opened) => opened,
+        Err(Error::LockBusy { .. }) => return Ok(None),
+        Err(other) => return Err(other),
+    };
+    let report = ingest(&mut store, &reindex.roots, &reindex.ingest, &NoProgress)?;
+    store.close()?;
+    Ok(Some(report))
+}
+
+fn spawn_reindexer(
+    store_dir: PathBuf,
+    reindex: Reindex,
+    on_reindex: Arc<dyn Fn(Result<Option<IngestReport>>) + Send + Sync>,
+) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(reindex.every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick fires at once; the server already ingested before it started.
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let (store_dir, reindex) = (store_dir.clone(), reindex.clone());
+            let outcome = tokio::task::spawn_blocking(move || reindex_once(&store_dir, &reindex))
+                .await
+                .unwrap_or_else(|err| {
+                    Err(Error::io("reindex", std::io::Error::other(err.to_string())))
+                });
+            on_reindex(outcome);
+        }
+    });
+}
+
+/// Serves HTTP until Ctrl-C or SIGTERM. `on_listen` is told the bound address; `on_reindex`
+/// each scheduled re-ingest's outcome (the library prints nothing itself).
 pub fn serve_http(
     store_dir: &Path,
     config: &HttpConfig,
     on_listen: impl FnOnce(SocketAddr),
+    on_reindex: Arc<dyn Fn(Result<Option<IngestReport>>) + Send + Sync>,
 ) -> Result<()> {
     if !config.listen.ip().is_loopback() && config.tokens.is_empty() {
         return Err(Error::Usage(format!(
             "refusing to serve {} without authentication\nhint: pass --tokens FILE, or listen on 127.0.0.1",
             config.listen
         )));
+    }
+    if let Some(reindex) = &config.reindex {
+        // Ingest once before serving, so a new store exists and the first answers are fresh.
+        on_reindex(reindex_once(store_dir, reindex));
     }
     let agent = Arc::new(Agent::open(store_dir, config.agent)?);
     let mut allowed_origins = vec![
@@ -146,6 +200,9 @@ pub fn serve_http(
     });
     runtime()?.block_on(async move {
         spawn_reloader(agent);
+        if let Some(reindex) = &config.reindex {
+            spawn_reindexer(store_dir.to_path_buf(), reindex.clone(), on_reindex);
+        }
         http::serve(state, config.listen, on_listen)
             .await
             .map_err(|err| Error::io(format!("serve http on {}", config.listen), err))

@@ -145,3 +145,62 @@ fn contrib_systemd_units_are_valid() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn serve_reindexes_on_an_interval_and_respects_the_writer_lock() {
+    use std::time::{Duration, Instant};
+
+    let env = crate::support::Env::sample();
+    let docs = env.docs.to_str().expect("utf-8").to_string();
+    // No store yet: the server ingests once before it serves.
+    let server = crate::agent_http::serve(&env, &["--reindex", &docs, "--every", "1s"]);
+    let wait_for = |query: &str, path: &str| -> bool {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            let reply = server.search(None, &format!("{{\"query\": \"{query}\", \"top_k\": 3}}"));
+            if reply.json()["hits"]
+                .as_array()
+                .is_some_and(|hits| hits.iter().any(|hit| hit["paths"][0] == path))
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    };
+    assert!(
+        wait_for("rotate the signing key", "handbook/key-rotation.md"),
+        "{}",
+        server.stderr()
+    );
+
+    // While another writer holds the lock, the ticks skip; the edit lands after it is released.
+    let lock =
+        groundidx::store::WriterLock::acquire(&env.store, groundidx::store::LockWait::NoWait)
+            .expect("lock");
+    env.write(
+        "scheduled.md",
+        "# Scheduled\n\nPicked up by the interval reindex.\n",
+    );
+    std::thread::sleep(Duration::from_millis(2_500));
+    let during = server.search(
+        None,
+        r#"{"query": "picked up by the interval reindex", "top_k": 5}"#,
+    );
+    assert!(
+        during.json()["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .all(|hit| hit["paths"][0] != "scheduled.md"),
+        "a reindex ran while another writer held the lock"
+    );
+    assert!(server.stderr().contains("skipped"), "{}", server.stderr());
+    drop(lock);
+    assert!(
+        wait_for("picked up by the interval reindex", "scheduled.md"),
+        "{}",
+        server.stderr()
+    );
+    env.assert_verified();
+}
