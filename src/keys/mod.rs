@@ -328,6 +328,12 @@ impl Agent {
         }
     }
 
+    /// When the last ingest finished, in ms since the epoch.
+    pub fn last_ingest_ms(&self) -> Result<Option<i64>> {
+        let ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        ledger.last_ingest_ms()
+    }
+
     /// Handles one call at time `now_ms`.
     pub fn call(&self, call: &ToolCall, now_ms: i64) -> Result<CallResponse, CallError> {
         let request = tools::parse(&call.tool, &call.arguments).map_err(|err| match err {

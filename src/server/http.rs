@@ -21,6 +21,7 @@ use crate::clock;
 use crate::keys::{Agent, CallError, Replayed, ToolCall};
 use crate::server::Scope;
 use crate::server::mcp::Handler;
+use crate::server::metrics::{Metrics, Outcome};
 use crate::server::tools::{http_status, problem, rate_limit_headers};
 
 /// The largest request body accepted.
@@ -36,6 +37,7 @@ pub struct HttpState {
     pub allowed_origins: Vec<String>,
     /// Host names allowed in the Host header (any port).
     pub allowed_hosts: Vec<String>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Builds the router.
@@ -50,6 +52,7 @@ pub fn router(state: Arc<HttpState>, cancel: tokio_util::sync::CancellationToken
     let handler = Handler {
         agent: state.agent.clone(),
         default_scope: state.default_scope.clone(),
+        metrics: Some(state.metrics.clone()),
     };
     let mcp = StreamableHttpService::new(
         move || Ok(handler.clone()),
@@ -59,6 +62,7 @@ pub fn router(state: Arc<HttpState>, cancel: tokio_util::sync::CancellationToken
     Router::new()
         .route("/", get(health))
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
         .route("/v1/tools/{tool}", post(call_tool))
         .nest_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(state.clone(), guard))
@@ -104,7 +108,7 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         );
     }
     let path = request.uri().path();
-    let needs_auth = path.starts_with("/mcp") || path.starts_with("/v1/");
+    let needs_auth = path.starts_with("/mcp") || path.starts_with("/v1/") || path == "/metrics";
     let scope = if state.tokens.is_empty() || !needs_auth {
         state.default_scope.clone()
     } else {
@@ -171,6 +175,27 @@ async fn health(State(state): State<Arc<HttpState>>) -> Response {
     axum::Json(json!({"status": "ok", "generation": generation})).into_response()
 }
 
+async fn metrics(State(state): State<Arc<HttpState>>) -> Response {
+    let agent = state.agent.clone();
+    let (generation, last_ingest) = tokio::task::spawn_blocking(move || {
+        (
+            agent.generation().ok(),
+            agent.last_ingest_ms().ok().flatten(),
+        )
+    })
+    .await
+    .unwrap_or((None, None));
+    let age = last_ingest.map(|ms| ((clock::now_ms() - ms).max(0)) as f64 / 1000.0);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(generation, age),
+    )
+        .into_response()
+}
+
 /// The `Idempotency-Key` header: an RFC 8941 sf-string (`"abc"`) or, leniently, a bare token.
 fn header_key(headers: &HeaderMap) -> Result<Option<String>, CallError> {
     let Some(value) = headers.get("idempotency-key") else {
@@ -203,6 +228,8 @@ async fn call_tool(
         .cloned()
         .unwrap_or_else(|| state.default_scope.clone());
     let headers = request.headers().clone();
+    let started = std::time::Instant::now();
+    let tool_name = tool.clone();
     let body: Bytes = match axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await {
         Ok(body) => body,
         Err(_) => {
@@ -231,6 +258,9 @@ async fn call_tool(
                 .unwrap_or_else(|err| Err(CallError::Unavailable(err.to_string())))
         }
     };
+    state
+        .metrics
+        .record(&tool_name, "http", Outcome::of(&outcome), started.elapsed());
     let agent = state.agent.clone();
     let scope_name = scope.0.clone();
     let quota = tokio::task::spawn_blocking(move || agent.quota(&scope_name, clock::now_ms()))

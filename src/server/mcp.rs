@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use crate::clock;
 use crate::keys::{Agent, CallError, ToolCall};
 use crate::server::Scope;
+use crate::server::metrics::{Metrics, Outcome};
 use crate::server::tools::{mcp_error, mcp_result, tool_list};
 use crate::tools::TOOL_NAMES;
 
@@ -26,6 +27,8 @@ pub struct Handler {
     pub agent: Arc<Agent>,
     /// The scope for stdio; over HTTP the authenticated scope in the request wins.
     pub default_scope: Scope,
+    /// Where calls are counted, when the server exposes `/metrics`.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl Handler {
@@ -114,9 +117,18 @@ impl ServerHandler for Handler {
                 Some(json!({"tool": tool})),
             ));
         }
+        let started = std::time::Instant::now();
+        let record = |outcome: Outcome| {
+            if let Some(metrics) = &self.metrics {
+                metrics.record(&tool, "mcp", outcome, started.elapsed());
+            }
+        };
         let key = match key_from_meta(&context.meta) {
             Ok(key) => key,
-            Err(error) => return Ok(mcp_error(&error, None).into()),
+            Err(error) => {
+                record(Outcome::Refused(error.code()));
+                return Ok(mcp_error(&error, None).into());
+            }
         };
         let scope = context
             .extensions
@@ -127,13 +139,14 @@ impl ServerHandler for Handler {
         let call = ToolCall {
             scope: scope.0,
             key: key.clone(),
-            tool,
+            tool: tool.clone(),
             arguments: Value::Object(request.arguments.unwrap_or_default()),
         };
         let agent = self.agent.clone();
         let outcome = tokio::task::spawn_blocking(move || agent.call(&call, clock::now_ms()))
             .await
             .map_err(|err| ErrorData::internal_error(format!("tool call failed: {err}"), None))?;
+        record(Outcome::of(&outcome));
         Ok(match outcome {
             Ok(response) => mcp_result(&response),
             Err(error) => mcp_error(&error, key.as_deref()),

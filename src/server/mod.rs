@@ -6,6 +6,7 @@
 
 mod http;
 mod mcp;
+mod metrics;
 mod tools;
 
 use std::collections::HashMap;
@@ -100,6 +101,7 @@ pub fn serve_stdio(store_dir: &Path, config: AgentConfig, client_id: &str) -> Re
         let handler = mcp::Handler {
             agent,
             default_scope: Scope(client_id.to_string()),
+            metrics: None,
         };
         let service = handler
             .serve(rmcp::transport::stdio())
@@ -197,6 +199,7 @@ pub fn serve_http(
         default_scope: Scope(config.client_id.clone()),
         allowed_origins,
         allowed_hosts,
+        metrics: Arc::new(metrics::Metrics::default()),
     });
     runtime()?.block_on(async move {
         spawn_reloader(agent);

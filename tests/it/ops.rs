@@ -204,3 +204,127 @@ fn serve_reindexes_on_an_interval_and_respects_the_writer_lock() {
     );
     env.assert_verified();
 }
+
+/// Parses Prometheus text exposition strictly enough to catch malformed lines: every sample is
+/// `name{label="value",...} number`, and every sample's metric family has HELP and TYPE lines.
+fn parse_prometheus(text: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut samples = std::collections::BTreeMap::new();
+    let mut typed = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut parts = rest.split_whitespace();
+            typed.insert(parts.next().expect("a metric name").to_string());
+            let kind = parts.next().expect("a type");
+            assert!(
+                ["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind),
+                "{line}"
+            );
+            continue;
+        }
+        if line.starts_with("# HELP ") || line.is_empty() {
+            continue;
+        }
+        assert!(!line.starts_with('#'), "unknown comment line: {line}");
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("no value: {line}"));
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value: {line}"));
+        let name_end = series.find('{').unwrap_or(series.len());
+        let name = &series[..name_end];
+        assert!(
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad metric name: {line}"
+        );
+        if name_end < series.len() {
+            let labels = series[name_end..]
+                .strip_prefix('{')
+                .and_then(|l| l.strip_suffix('}'));
+            let labels = labels.unwrap_or_else(|| panic!("bad labels: {line}"));
+            for label in labels.split(',') {
+                let (key, quoted) = label
+                    .split_once('=')
+                    .unwrap_or_else(|| panic!("bad label: {line}"));
+                assert!(
+                    key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                    "{line}"
+                );
+                assert!(
+                    quoted.starts_with('"') && quoted.ends_with('"') && quoted.len() >= 2,
+                    "{line}"
+                );
+            }
+        }
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| {
+                name.strip_suffix(suffix)
+                    .filter(|base| typed.contains(*base))
+            })
+            .unwrap_or(name);
+        assert!(
+            typed.contains(family),
+            "sample before its TYPE line: {line}"
+        );
+        samples.insert(series.to_string(), value);
+    }
+    samples
+}
+
+#[test]
+fn metrics_are_prometheus_text_and_count_calls() {
+    let env = crate::support::Env::sample();
+    env.ingest();
+    let server = crate::agent_http::serve(&env, &[]);
+    let body = r#"{"query": "signing key"}"#;
+    assert_eq!(server.search(Some("m1"), body).status, 200);
+    assert_eq!(server.search(Some("m1"), body).status, 200);
+    assert_eq!(
+        server
+            .search(Some("m2"), r#"{"query": "x", "top_k": 0}"#)
+            .status,
+        400
+    );
+    let reply = server.get("/metrics");
+    assert_eq!(reply.status, 200);
+    assert!(
+        reply
+            .header("content-type")
+            .is_some_and(|t| t.starts_with("text/plain"))
+    );
+    let samples = parse_prometheus(&reply.body);
+    let calls = |outcome: &str| {
+        samples
+            .get(&format!(
+                "groundidx_tool_calls_total{{tool=\"search_docs\",transport=\"http\",outcome=\"{outcome}\"}}"
+            ))
+            .copied()
+    };
+    assert_eq!(calls("executed"), Some(1.0), "{}", reply.body);
+    assert_eq!(calls("replayed"), Some(1.0), "{}", reply.body);
+    assert_eq!(
+        calls("refused_invalid_arguments"),
+        Some(1.0),
+        "{}",
+        reply.body
+    );
+    assert_eq!(
+        samples.get("groundidx_tool_call_duration_seconds_count{tool=\"search_docs\"}"),
+        Some(&3.0)
+    );
+    assert_eq!(
+        samples.get("groundidx_index_generation"),
+        Some(&1.0),
+        "{}",
+        reply.body
+    );
+    assert!(
+        samples
+            .get("groundidx_seconds_since_last_ingest")
+            .is_some_and(|s| *s >= 0.0)
+    );
+}
