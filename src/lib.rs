@@ -18,5 +18,6 @@ pub mod store;
 pub mod tools;
 pub mod verify;
 pub mod walk;
+pub mod watch;
 
 pub use error::{Error, Result};

@@ -50,8 +50,20 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_BATCH_FILES, hide = true)]
     pub batch_files: usize,
 
+    /// Keep running: ingest again whenever files change (after changes settle for --settle)
+    #[arg(long)]
+    pub watch: bool,
+
+    /// With --watch, how long changes must stop before a run starts (1s, 5s, 1m)
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_settle, requires = "watch")]
+    pub settle: std::time::Duration,
+
     #[command(flatten)]
     pub wait: WaitArgs,
+}
+
+fn parse_settle(text: &str) -> std::result::Result<std::time::Duration, String> {
+    groundidx::keys::parse_duration(text)
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
@@ -69,6 +81,9 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     for dir in &args.dirs {
         ingest::canonical_root(dir)?;
     }
+    if args.watch {
+        return watch(cli, args, config);
+    }
     let (mut store, _caught_up) = Store::open(&cli.store_dir(), args.wait.lock_wait())?;
     let bar = Bar::new(cli.quiet || cli.json);
     let result = ingest::ingest(&mut store, &args.dirs, &config, &bar);
@@ -81,6 +96,25 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     } else {
         ExitCode::Success
     })
+}
+
+/// `ingest --watch`: a run now, then one per settled burst of changes, until killed.
+fn watch(cli: &Cli, args: &Args, config: IngestConfig) -> Result<ExitCode> {
+    let watch_config = groundidx::watch::WatchConfig {
+        roots: args.dirs.clone(),
+        ingest: config,
+        wait: args.wait.lock_wait(),
+        settle: args.settle,
+    };
+    groundidx::watch::watch(&cli.store_dir(), &watch_config, |outcome| {
+        match outcome.and_then(|report| print_report(cli, &report)) {
+            Ok(()) => {}
+            // A failed run is reported and the watch goes on: the next change may fix it.
+            Err(error) => output::error(&error),
+        }
+        true
+    })?;
+    Ok(ExitCode::Success)
 }
 
 fn print_report(cli: &Cli, report: &IngestReport) -> Result<()> {

@@ -328,3 +328,65 @@ fn metrics_are_prometheus_text_and_count_calls() {
             .is_some_and(|s| *s >= 0.0)
     );
 }
+
+#[test]
+fn watch_picks_up_an_edit_and_runs_nothing_when_nothing_changed() {
+    use std::io::BufRead;
+    use std::time::Duration;
+
+    let env = crate::support::Env::sample();
+    let docs = env.docs.to_str().expect("utf-8").to_string();
+    let mut child = env
+        .command(&["ingest", &docs, "--watch", "--json", "--settle", "1s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn ingest --watch");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stdout = child.stdout.take().expect("stdout");
+    let _guard = Kill(child);
+    let (sender, reports) = std::sync::mpsc::channel::<serde_json::Value>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if sender
+                .send(serde_json::from_str(&line).expect("one JSON report per run"))
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let first = reports
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the first run");
+    assert!(first["chunks"]["added"].as_u64() > Some(0), "{first}");
+
+    env.write(
+        "watched.md",
+        "# Watched\n\nWritten while the watcher runs.\n",
+    );
+    let second = reports
+        .recv_timeout(Duration::from_secs(15))
+        .expect("a run after the edit");
+    assert_eq!(second["documents"]["added"], 1, "{second}");
+    assert!(second["chunks"]["added"].as_u64() > Some(0), "{second}");
+    assert_eq!(
+        env.search("written while the watcher runs", 1)["hits"][0]["paths"][0],
+        "watched.md"
+    );
+
+    // Nothing changes: no run at all (searching and the store's own writes wake nothing).
+    assert!(
+        reports.recv_timeout(Duration::from_secs(3)).is_err(),
+        "the watcher ran though nothing changed"
+    );
+}
