@@ -284,7 +284,11 @@ impl Index {
                 )));
             };
             let text = get(self.fields.text);
-            let snippet = mark(&snippets.snippet(&text));
+            let mut snippet = mark(&snippets.snippet(&text));
+            if snippet.is_empty() {
+                // The match was in the heading only: show how the passage begins instead.
+                snippet = opening(&text, 240);
+            }
             hits.push(IndexHit {
                 id,
                 score,
@@ -295,6 +299,22 @@ impl Index {
         }
         Ok(hits)
     }
+}
+
+/// The first words of `text`, white space folded, cut at a word boundary near `max_chars`.
+fn opening(text: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    for word in text.split_whitespace() {
+        if !out.is_empty() && out.chars().count() + 1 + word.chars().count() > max_chars {
+            out.push_str(" …");
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
 }
 
 /// Marks the highlighted ranges of a snippet with `**`, and folds white space.

@@ -172,3 +172,23 @@ fn search_on_a_missing_store_says_what_to_do() {
     );
     assert!(!env.store.exists(), "a reader must not create a store");
 }
+
+#[test]
+fn a_heading_only_match_still_has_a_snippet() {
+    let env = Env::empty();
+    env.write(
+        "a.md",
+        "# Zebra crossings\n\nPedestrians have right of way at marked stripes.\n",
+    );
+    env.ingest();
+    let response = env.search("zebra", 1);
+    let hit = &response["hits"][0];
+    assert_eq!(hit["paths"][0], "a.md", "{response}");
+    assert!(
+        hit["snippet"]
+            .as_str()
+            .expect("snippet")
+            .starts_with("Pedestrians have"),
+        "{hit}"
+    );
+}
