@@ -29,6 +29,9 @@ fn sigkill_at_random_moments_on_a_real_corpus_heals() {
     files.sort();
 
     let mut killed = 0;
+    // Kill at a random moment within how long an unkilled run last took, so later (shorter)
+    // runs are hit mid-run too, not only the cold first one.
+    let mut run_ms: u64 = 3_000;
     for round in 0..rounds {
         let mut child = env
             .command(&["ingest", &docs, "--json", "--batch-files", "200"])
@@ -36,23 +39,34 @@ fn sigkill_at_random_moments_on_a_real_corpus_heals() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("spawn ingest");
-        let delay = Duration::from_millis(50 + rng.below(2_500));
-        std::thread::sleep(delay);
-        if child.try_wait().expect("poll child").is_none() {
-            child.kill().expect("SIGKILL");
-            killed += 1;
+        let started = std::time::Instant::now();
+        let delay = Duration::from_millis(5 + rng.below(run_ms.max(10)));
+        // Poll, so that a run which ends first tells how long runs take now.
+        loop {
+            if child.try_wait().expect("poll child").is_some() {
+                run_ms = started.elapsed().as_millis() as u64;
+                break;
+            }
+            if started.elapsed() >= delay {
+                child.kill().expect("SIGKILL");
+                killed += 1;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
         }
         child.wait().expect("reap child");
 
-        // Change a few files: an edit, a deletion, a new file and a rename.
+        // Change some files: ten edits, a deletion, a new file and a rename.
         let pick = |rng: &mut Rng| files[rng.below(files.len() as u64) as usize].clone();
-        let edited = pick(&mut rng);
-        if let Ok(text) = std::fs::read_to_string(&edited) {
-            std::fs::write(
-                &edited,
-                format!("{text}\n\nRound {round} added this line.\n"),
-            )
-            .expect("edit");
+        for _ in 0..10 {
+            let edited = pick(&mut rng);
+            if let Ok(text) = std::fs::read_to_string(&edited) {
+                std::fs::write(
+                    &edited,
+                    format!("{text}\n\nRound {round} added this line.\n"),
+                )
+                .expect("edit");
+            }
         }
         let deleted = pick(&mut rng);
         let _ = std::fs::remove_file(&deleted);
