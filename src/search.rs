@@ -62,7 +62,10 @@ pub fn search(reader: &StoreReader, request: &SearchRequest) -> Result<SearchRes
     let allowed = if request.filter.is_empty() {
         None
     } else {
-        Some(ledger.chunks_matching(&request.filter)?)
+        // Shared, not copied, with every pass of the query below.
+        Some(std::sync::Arc::new(
+            ledger.chunks_matching(&request.filter)?,
+        ))
     };
     let config = QueryConfig::default();
     let mut limit = request.top_k * 2 + 8;

@@ -32,7 +32,7 @@ pub use exit_code::ExitCode;
 ///
 /// groundidx walks folders of Markdown and text, splits each document into chunks with stable
 /// IDs, and keeps them in a SQLite ledger and a Tantivy index that stay consistent through
-/// crashes. Running it again on the same documents writes nothing.
+/// crashes. Running it again on the same documents writes no chunk.
 #[derive(Debug, Parser)]
 #[command(name = "groundidx", version, max_term_width = 100)]
 pub struct Cli {

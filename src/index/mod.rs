@@ -234,7 +234,7 @@ impl Index {
         &self,
         query_text: &str,
         limit: usize,
-        allowed: Option<&std::collections::HashSet<u64>>,
+        allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
         config: &QueryConfig,
     ) -> Result<Vec<IndexHit>> {
         let searcher = self.reader.searcher();
@@ -251,7 +251,7 @@ impl Index {
                 .search(&query, &TopDocs::with_limit(limit).order_by_score())
                 .map_err(index_error("search"))?,
             Some(allowed) => {
-                let allowed = std::sync::Arc::new(allowed.clone());
+                let allowed = std::sync::Arc::clone(allowed);
                 let predicate = move |key: u64| allowed.contains(&key);
                 searcher
                     .search(
