@@ -34,7 +34,7 @@ fn benches(c: &mut Criterion) {
     });
     let filtered = request(ChunkFilter {
         path_prefix: Some("handbook/".to_string()),
-        tags: Vec::new(),
+        ..ChunkFilter::default()
     });
     c.bench_function("search/top10-path-filter", |b| {
         b.iter(|| search(&reader, &filtered).expect("search"))

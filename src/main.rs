@@ -2,9 +2,6 @@
 
 mod cli;
 
-use clap::Parser;
-
 fn main() -> std::process::ExitCode {
-    let cli = cli::Cli::parse();
-    cli::run(&cli).into()
+    cli::main().into()
 }

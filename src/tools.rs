@@ -93,6 +93,7 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                         .map(|p| p.trim_start_matches("./").to_string())
                         .filter(|p| !p.is_empty()),
                     tags,
+                    root: None,
                 },
             }))
         }

@@ -73,7 +73,10 @@ pub fn watch(
         // Wait for a change that matters, then for the burst to settle.
         loop {
             match events.recv() {
-                Ok(Ok(event)) if relevant(&event, &roots, &store_dir) => break,
+                Ok(Ok(event)) if relevant(&event, &roots, &store_dir) => {
+                    tracing::debug!(paths = ?event.paths, "change seen; waiting for changes to settle");
+                    break;
+                }
                 Ok(_) => continue,
                 Err(_) => return Ok(()),
             }
@@ -85,6 +88,7 @@ pub fn watch(
                 Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
             }
         }
+        tracing::info!("changes settled; ingesting");
         if !on_run(run_once()) {
             return Ok(());
         }

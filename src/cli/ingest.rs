@@ -2,14 +2,11 @@
 
 use std::path::PathBuf;
 
-use clap::builder::TypedValueParser as _;
-use groundidx::Result;
-use groundidx::chunk::{ChunkConfig, DEFAULT_CHUNK_SIZE};
-use groundidx::ingest::{
-    self, DEFAULT_BATCH_FILES, DEFAULT_MAX_FILE_SIZE, IngestConfig, IngestReport,
-};
+use groundidx::ingest::{self, DEFAULT_BATCH_FILES, IngestConfig, IngestReport};
 use groundidx::store::Store;
+use groundidx::{Error, Result};
 
+use crate::cli::index_args::IndexArgs;
 use crate::cli::output;
 use crate::cli::progress::Bar;
 use crate::cli::{Cli, ExitCode, WaitArgs};
@@ -23,16 +20,12 @@ use crate::cli::{Cli, ExitCode, WaitArgs};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Folders to ingest; each one is a root, and a run never touches documents of other roots
-    #[arg(required = true, value_name = "DIR")]
-    pub dirs: Vec<PathBuf>,
+    /// [default: `roots` in groundidx.toml]
+    #[arg(value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
 
-    /// Leave out files and folders matching this glob (a name, or a path with '/'); repeatable
-    #[arg(long, value_name = "GLOB")]
-    pub exclude: Vec<String>,
-
-    /// Target chunk size in characters
-    #[arg(long, value_name = "CHARS", default_value_t = DEFAULT_CHUNK_SIZE, value_parser = clap::value_parser!(u32).range(50..=100_000).map(|v| v as usize))]
-    pub chunk_size: usize,
+    #[command(flatten)]
+    pub index: IndexArgs,
 
     /// Read and hash every file, ignoring the stat cache
     #[arg(long)]
@@ -41,10 +34,6 @@ pub struct Args {
     /// Allow a run to remove more than half of a folder's documents
     #[arg(long)]
     pub allow_mass_delete: bool,
-
-    /// Skip files larger than this many bytes, with a warning
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_FILE_SIZE)]
-    pub max_file_size: u64,
 
     /// Files per committed batch
     #[arg(long, value_name = "N", default_value_t = DEFAULT_BATCH_FILES, hide = true)]
@@ -67,18 +56,21 @@ fn parse_settle(text: &str) -> std::result::Result<std::time::Duration, String> 
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
+    if args.roots.is_empty() {
+        return Err(Error::Usage(
+            "no folders to ingest\nhint: name them (groundidx ingest docs/), or list them as \
+             roots = [\"docs\"] in groundidx.toml"
+                .into(),
+        ));
+    }
     let config = IngestConfig {
-        chunk: ChunkConfig {
-            target_size: args.chunk_size,
-        },
-        excludes: args.exclude.clone(),
         rehash: args.rehash,
         allow_mass_delete: args.allow_mass_delete,
-        max_file_size: args.max_file_size,
         batch_files: args.batch_files,
+        ..args.index.ingest_config()
     };
     // Check the folders before waiting for a lock or creating a store.
-    for dir in &args.dirs {
+    for dir in &args.roots {
         ingest::canonical_root(dir)?;
     }
     if args.watch {
@@ -86,7 +78,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     }
     let (mut store, _caught_up) = Store::open(&cli.store_dir(), args.wait.lock_wait())?;
     let bar = Bar::new(cli.quiet || cli.json);
-    let result = ingest::ingest(&mut store, &args.dirs, &config, &bar);
+    let result = ingest::ingest(&mut store, &args.roots, &config, &bar);
     bar.finish();
     let report = result?;
     store.close()?;
@@ -101,7 +93,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
 /// `ingest --watch`: a run now, then one per settled burst of changes, until killed.
 fn watch(cli: &Cli, args: &Args, config: IngestConfig) -> Result<ExitCode> {
     let watch_config = groundidx::watch::WatchConfig {
-        roots: args.dirs.clone(),
+        roots: args.roots.clone(),
         ingest: config,
         wait: args.wait.lock_wait(),
         settle: args.settle,

@@ -12,15 +12,11 @@ use crate::cli::{Cli, ExitCode};
 /// get_chunk, both read-only. Only JSON-RPC goes to stdout; logs go to stderr.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The client identity that keys and quotas belong to
-    #[arg(long, value_name = "ID", default_value = "local")]
-    pub client_id: String,
-
     #[command(flatten)]
     pub agent: AgentArgs,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
-    server::serve_stdio(&cli.store_dir(), args.agent.config(), &args.client_id)?;
+    server::serve_stdio(&cli.store_dir(), args.agent.config(), &args.agent.client_id)?;
     Ok(ExitCode::Success)
 }

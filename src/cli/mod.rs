@@ -6,10 +6,13 @@
 mod agent_args;
 mod audit;
 mod completions;
+mod config;
 mod exit_code;
 mod export;
 mod gc;
+mod index_args;
 mod ingest;
+mod logging;
 mod mcp;
 mod output;
 mod progress;
@@ -17,36 +20,71 @@ mod rebuild;
 mod search;
 mod serve;
 mod status;
+mod style;
 mod verify;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use groundidx::store::LockWait;
 
 pub use exit_code::ExitCode;
+pub use logging::LogFormat;
+pub use style::ColorChoice;
 
 /// A content-addressed, idempotent indexer for documents that AI agents search.
 ///
 /// groundidx walks folders of Markdown and text, splits each document into chunks with stable
 /// IDs, and keeps them in a SQLite ledger and a Tantivy index that stay consistent through
 /// crashes. Running it again on the same documents writes no chunk.
+///
+/// Settings come from flags, then GROUNDIDX_* variables, then groundidx.toml, then the defaults
+/// shown here; `groundidx config` shows which one each setting came from.
 #[derive(Debug, Parser)]
 #[command(name = "groundidx", version, max_term_width = 100)]
 pub struct Cli {
-    /// The store folder [default: .groundidx in the current folder]
-    #[arg(long, global = true, env = "GROUNDIDX_STORE", value_name = "DIR")]
+    /// The store folder [default: `store` in groundidx.toml, else .groundidx in the current
+    /// folder]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "GROUNDIDX_STORE",
+        value_name = "DIR"
+    )]
     pub store: Option<PathBuf>,
 
     /// Print machine-readable JSON on stdout
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     pub json: bool,
 
     /// Print nothing on success (errors and warnings still go to stderr)
-    #[arg(long, short, global = true)]
+    #[arg(long, short, global = true, help_heading = "Global options")]
     pub quiet: bool,
+
+    /// More log detail on stderr: -v for what each run does, -vv and -vvv for debugging
+    #[arg(long, short, global = true, help_heading = "Global options", action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// How stderr logs look: text for people, json (one object per line) for log shippers
+    #[arg(long, global = true, help_heading = "Global options", value_enum, value_name = "FORMAT", env = "GROUNDIDX_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// When to colour output; auto colours a terminal unless NO_COLOR is set
+    #[arg(long, global = true, help_heading = "Global options", value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+
+    /// The configuration file [default: groundidx.toml in the current folder, if present]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "GROUNDIDX_CONFIG",
+        value_name = "FILE"
+    )]
+    pub config: Option<PathBuf>,
 
     #[command(subcommand)]
     pub command: Command,
@@ -80,6 +118,8 @@ pub enum Command {
     Completions(completions::CompletionArgs),
     /// Print the man page
     Man(completions::ManArgs),
+    /// Show the effective settings and where each came from (flag, environment, file, default)
+    Config(config::Args),
 }
 
 /// How long a writer waits for the store's lock.
@@ -105,7 +145,8 @@ impl WaitArgs {
 }
 
 impl Cli {
-    /// The store folder: `--store`, else `GROUNDIDX_STORE`, else `.groundidx/`.
+    /// The store folder: `--store`, else `GROUNDIDX_STORE`, else the configuration file's
+    /// `store` (put in by `config::apply`), else `.groundidx/`.
     pub fn store_dir(&self) -> PathBuf {
         self.store
             .clone()
@@ -113,9 +154,25 @@ impl Cli {
     }
 }
 
-/// Runs the parsed command and returns the exit status; errors are printed here.
-pub fn run(cli: &Cli) -> ExitCode {
-    let result = match &cli.command {
+/// Parses the command line, sets up logs and colour, layers in the configuration file, runs
+/// the command and returns its exit status; errors are printed here.
+pub fn main() -> ExitCode {
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    style::init(cli.color);
+    logging::init(cli.verbose, cli.log_format);
+    let result = config::apply(&mut cli, &matches).and_then(|settings| run(&cli, &settings));
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            output::error(&error);
+            ExitCode::of(&error)
+        }
+    }
+}
+
+fn run(cli: &Cli, settings: &[config::Setting]) -> groundidx::Result<ExitCode> {
+    match &cli.command {
         Command::Ingest(args) => ingest::run(cli, args),
         Command::Search(args) => search::run(cli, args),
         Command::Status(args) => status::run(cli, args),
@@ -129,12 +186,6 @@ pub fn run(cli: &Cli) -> ExitCode {
         Command::Gc(args) => gc::run(cli, args),
         Command::Completions(args) => completions::run_completions(args),
         Command::Man(args) => completions::run_man(args),
-    };
-    match result {
-        Ok(code) => code,
-        Err(error) => {
-            output::error(&error);
-            ExitCode::of(&error)
-        }
+        Command::Config(_) => config::run(cli, settings),
     }
 }

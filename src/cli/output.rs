@@ -1,4 +1,5 @@
-//! Printing: JSON for scripts on stdout, short aligned text for people, warnings on stderr.
+//! Printing: JSON for scripts on stdout, short aligned text for people, and warnings and
+//! errors as log events on stderr (so `--log-format json` makes them JSON too).
 
 use std::io::Write;
 
@@ -20,12 +21,17 @@ pub fn line(text: impl AsRef<str>) -> Result<()> {
     writeln!(out, "{}", text.as_ref()).map_err(|err| Error::io("write to stdout", err))
 }
 
-/// Prints a warning on stderr.
+/// Logs a warning about one path.
 pub fn warning(path: &str, message: &str) {
-    eprintln!("warning: {path}: {message}");
+    tracing::warn!(path, "{message}");
 }
 
-/// Prints an error on stderr, in the `error: …` / `hint: …` form.
+/// Logs the error that ended a command, in the `error: …` / `hint: …` form.
 pub fn error(error: &Error) {
-    eprintln!("error: {error}");
+    tracing::error!("{error}");
+}
+
+/// Logs a line that shows at every verbosity (not an error, not a warning).
+pub fn notice(message: &str) {
+    tracing::info!(target: crate::cli::logging::NOTICE, "{message}");
 }

@@ -7,6 +7,7 @@ use groundidx::search::{self, SearchRequest, SearchResponse};
 use groundidx::store::StoreReader;
 
 use crate::cli::output;
+use crate::cli::style::{self, Style};
 use crate::cli::{Cli, ExitCode};
 
 /// Search the index (BM25, English stemming, headings and titles boosted).
@@ -30,10 +31,18 @@ pub struct Args {
     /// Only hits from documents with this front-matter tag; repeat to require several
     #[arg(long, value_name = "TAG")]
     pub tag: Vec<String>,
+
+    /// Only hits from documents under this ingested folder (one of the store's roots)
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<std::path::PathBuf>,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     let reader = StoreReader::open(&cli.store_dir())?;
+    let root = match &args.root {
+        Some(dir) => Some(known_root(&reader, dir)?),
+        None => None,
+    };
     let request = SearchRequest {
         query: args.query.clone(),
         top_k: args.top_k,
@@ -43,6 +52,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
                 .as_ref()
                 .map(|p| p.trim_start_matches("./").to_string()),
             tags: args.tag.clone(),
+            root,
         },
     };
     let response = search::search(&reader, &request)?;
@@ -52,6 +62,28 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         print_hits(&response)?;
     }
     Ok(ExitCode::Success)
+}
+
+/// The canonical path of `dir`, which must be one of the store's roots.
+fn known_root(reader: &StoreReader, dir: &std::path::Path) -> Result<String> {
+    let roots = reader.ledger().roots()?;
+    let canonical = dir.canonicalize().ok();
+    canonical
+        .as_ref()
+        .and_then(|c| c.to_str())
+        .filter(|c| roots.iter().any(|r| r == c))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            groundidx::Error::Usage(format!(
+                "{} is not a folder this store has ingested\nhint: the roots are: {}",
+                dir.display(),
+                if roots.is_empty() {
+                    "(none yet)".to_string()
+                } else {
+                    roots.join(", ")
+                }
+            ))
+        })
 }
 
 fn print_hits(response: &SearchResponse) -> Result<()> {
@@ -65,16 +97,32 @@ fn print_hits(response: &SearchResponse) -> Result<()> {
             n => format!(" (+{} more)", n - 1),
         };
         output::line(format!(
-            "{:>2}. {first}:{}-{}{more}  {:.2}",
+            "{:>2}. {}{}{more}  {}",
             rank + 1,
-            hit.lines[0],
-            hit.lines[1],
-            hit.score
+            style::out(Style::Path, first),
+            style::out(Style::Dim, &format!(":{}-{}", hit.lines[0], hit.lines[1])),
+            style::out(Style::Dim, &format!("{:.2}", hit.score)),
         ))?;
         if !hit.heading.is_empty() {
-            output::line(format!("    {}", hit.heading))?;
+            output::line(format!("    {}", style::out(Style::Heading, &hit.heading)))?;
         }
-        output::line(format!("    {}", hit.snippet))?;
+        output::line(format!("    {}", highlight(&hit.snippet)))?;
     }
     Ok(())
+}
+
+/// The snippet with its `**matches**` in colour on a coloured terminal; as marked otherwise.
+fn highlight(snippet: &str) -> String {
+    if style::out(Style::Match, "x") == "x" {
+        return snippet.to_string();
+    }
+    let mut out = String::with_capacity(snippet.len() + 32);
+    for (i, part) in snippet.split("**").enumerate() {
+        if i % 2 == 1 {
+            out.push_str(&style::out(Style::Match, part));
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
 }

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 
 use std::sync::Arc;
 
-use groundidx::ingest::IngestConfig;
 use groundidx::server::{self, HttpConfig, Reindex};
 use groundidx::{Error, Result};
 
 use crate::cli::agent_args::AgentArgs;
-use crate::cli::{Cli, ExitCode};
+use crate::cli::index_args::IndexArgs;
+use crate::cli::{Cli, ExitCode, output};
 
 /// Serve the search tools over HTTP: MCP Streamable HTTP at /mcp, a JSON API at
 /// /v1/tools/{search_docs,get_chunk}, and /health.
@@ -20,17 +20,8 @@ use crate::cli::{Cli, ExitCode};
 /// origins are refused (403). The server picks up each new ingest without a restart.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Address to listen on (port 0 picks a free port; the address is printed on stderr)
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
-    pub listen: SocketAddr,
-
-    /// TOML file mapping bearer tokens to client ids: [tokens] "TOKEN" = "client-id"
-    #[arg(long, value_name = "FILE")]
-    pub tokens: Option<PathBuf>,
-
-    /// The client identity for requests when no tokens are configured
-    #[arg(long, value_name = "ID", default_value = "local")]
-    pub client_id: String,
+    #[command(flatten)]
+    pub http: HttpArgs,
 
     /// Also allow requests from this Origin (e.g. https://app.example.com); repeatable
     #[arg(long, value_name = "ORIGIN")]
@@ -47,6 +38,26 @@ pub struct Args {
 
     #[command(flatten)]
     pub agent: AgentArgs,
+
+    #[command(flatten, next_help_heading = "What --reindex indexes")]
+    pub index: IndexArgs,
+}
+
+/// Where the server listens and who may call it.
+#[derive(Debug, clap::Args)]
+pub struct HttpArgs {
+    /// Address to listen on (port 0 picks a free port; the address is printed on stderr)
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "GROUNDIDX_LISTEN",
+        default_value = "127.0.0.1:7878"
+    )]
+    pub listen: SocketAddr,
+
+    /// TOML file mapping bearer tokens to client ids: [tokens] "TOKEN" = "client-id"
+    #[arg(long, value_name = "FILE", env = "GROUNDIDX_TOKENS")]
+    pub tokens: Option<PathBuf>,
 }
 
 fn parse_every(text: &str) -> std::result::Result<std::time::Duration, String> {
@@ -84,20 +95,20 @@ fn read_tokens(path: &PathBuf) -> Result<HashMap<String, String>> {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
-    let tokens = match &args.tokens {
+    let tokens = match &args.http.tokens {
         Some(path) => read_tokens(path)?,
         None => HashMap::new(),
     };
     let config = HttpConfig {
-        listen: args.listen,
+        listen: args.http.listen,
         agent: args.agent.config(),
-        client_id: args.client_id.clone(),
+        client_id: args.agent.client_id.clone(),
         tokens,
         allowed_origins: args.allow_origin.clone(),
         reindex: (!args.reindex.is_empty()).then(|| Reindex {
             roots: args.reindex.clone(),
             every: args.every,
-            ingest: IngestConfig::default(),
+            ingest: args.index.ingest_config(),
         }),
     };
     for dir in &args.reindex {
@@ -106,29 +117,29 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     let quiet = cli.quiet;
     let on_reindex = Arc::new(
         move |outcome: Result<Option<groundidx::ingest::IngestReport>>| match outcome {
-            Ok(Some(report)) if !quiet => eprintln!(
+            Ok(Some(report)) if !quiet => output::notice(&format!(
                 "reindex: generation {}, {} chunks added, {} removed, {} warnings, {} ms",
                 report.generation,
                 report.chunks.added,
                 report.chunks.removed,
                 report.warnings.len(),
                 report.duration_ms
-            ),
+            )),
             Ok(Some(_)) => {}
             Ok(None) => {
                 if !quiet {
-                    eprintln!(
-                        "reindex: another writer holds the store; skipped until the next tick"
+                    output::notice(
+                        "reindex: another writer holds the store; skipped until the next tick",
                     );
                 }
             }
-            Err(error) => eprintln!("reindex failed: {error}"),
+            Err(error) => tracing::error!("reindex failed: {error}"),
         },
     );
     server::serve_http(
         &cli.store_dir(),
         &config,
-        |addr| eprintln!("listening on http://{addr}"),
+        |addr| output::notice(&format!("listening on http://{addr}")),
         on_reindex,
     )?;
     Ok(ExitCode::Success)

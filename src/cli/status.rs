@@ -30,8 +30,8 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
             .is_none_or(|last| last < newest_allowed)
     });
     let code = if stale == Some(true) {
-        eprintln!(
-            "error: the last finished ingest ({}) is older than --max-age",
+        tracing::error!(
+            "the last finished ingest ({}) is older than --max-age",
             report.last_ingest.as_deref().unwrap_or("never")
         );
         ExitCode::Failure

@@ -136,6 +136,11 @@ pub fn ingest(
         )?);
     }
     crash_point("ingest.after_plan");
+    tracing::info!(
+        roots = ?plans.iter().map(|plan| &plan.root_key).collect::<Vec<_>>(),
+        to_read = plans.iter().map(|plan| plan.to_read.len()).sum::<usize>(),
+        "ingest planned"
+    );
 
     let run_id = uuid::Uuid::new_v4().to_string();
     let root_keys: Vec<String> = plans.iter().map(|plan| plan.root_key.clone()).collect();
@@ -166,6 +171,14 @@ pub fn ingest(
         &report_json,
         clock::now_ms(),
     )?;
+    tracing::info!(
+        generation = report.generation,
+        chunks_added = report.chunks.added,
+        chunks_removed = report.chunks.removed,
+        warnings = report.warnings.len(),
+        ms = report.duration_ms,
+        "ingest finished"
+    );
     Ok(report)
 }
 

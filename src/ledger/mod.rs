@@ -135,11 +135,13 @@ pub struct ChunkFilter {
     pub path_prefix: Option<String>,
     /// Keep chunks of documents that carry every one of these tags.
     pub tags: Vec<String>,
+    /// Keep chunks with a source under this root (its canonical path, as `roots` lists it).
+    pub root: Option<String>,
 }
 
 impl ChunkFilter {
     pub fn is_empty(&self) -> bool {
-        self.path_prefix.is_none() && self.tags.is_empty()
+        self.path_prefix.is_none() && self.tags.is_empty() && self.root.is_none()
     }
 }
 
@@ -448,6 +450,19 @@ impl Ledger {
         Ok(sources)
     }
 
+    /// Every root ever ingested, by canonical path, sorted.
+    pub fn roots(&self) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT path FROM roots ORDER BY path")
+            .map_err(sql_error("read roots"))?;
+        let rows = stmt
+            .query_map([], |row| row.get(0))
+            .map_err(sql_error("read roots"))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(sql_error("read roots"))
+    }
+
     /// The short keys (`ChunkId::short`) of the chunks that pass `filter`.
     pub fn chunks_matching(&self, filter: &ChunkFilter) -> Result<HashSet<u64>> {
         let mut sql = String::from(
@@ -460,6 +475,13 @@ impl Ledger {
             sql.push_str(&format!(
                 " AND substr(s.path, 1, length(?{n})) = ?{n}",
                 n = args.len()
+            ));
+        }
+        if let Some(root) = &filter.root {
+            args.push(root.clone());
+            sql.push_str(&format!(
+                " AND s.root_id = (SELECT root_id FROM roots WHERE path = ?{})",
+                args.len()
             ));
         }
         for tag in &filter.tags {

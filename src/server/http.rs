@@ -258,6 +258,7 @@ async fn call_tool(
                 .unwrap_or_else(|err| Err(CallError::Unavailable(err.to_string())))
         }
     };
+    tracing::info!(tool = tool_name, transport = "http", outcome = ?Outcome::of(&outcome), took = ?started.elapsed(), "call");
     state
         .metrics
         .record(&tool_name, "http", Outcome::of(&outcome), started.elapsed());

@@ -119,6 +119,7 @@ impl ServerHandler for Handler {
         }
         let started = std::time::Instant::now();
         let record = |outcome: Outcome| {
+            tracing::info!(tool, transport = "mcp", ?outcome, took = ?started.elapsed(), "call");
             if let Some(metrics) = &self.metrics {
                 metrics.record(&tool, "mcp", outcome, started.elapsed());
             }

@@ -39,10 +39,15 @@ impl WriterLock {
             LockWait::NoWait => Instant::now(),
             LockWait::Wait(duration) => Instant::now() + duration,
         };
+        let mut told = false;
         loop {
             match file.try_lock() {
                 Ok(()) => return Ok(WriterLock { _file: file, path }),
                 Err(TryLockError::WouldBlock) => {
+                    if !told && wait != LockWait::NoWait {
+                        tracing::info!(store = %store_dir.display(), "another writer holds the store; waiting");
+                        told = true;
+                    }
                     if Instant::now() >= deadline {
                         return Err(Error::LockBusy {
                             path: store_dir.to_path_buf(),

@@ -145,12 +145,22 @@ impl Store {
             return Ok(CatchUp::InStep);
         }
         if from > ledger_generation || from < self.ledger.log_floor()? {
+            tracing::warn!(
+                index = from.0,
+                ledger = ledger_generation.0,
+                "the index is out of step with the ledger beyond its log; rebuilding it from the ledger"
+            );
             self.rebuild()?;
             return Ok(CatchUp::Rebuilt {
                 from,
                 to: ledger_generation,
             });
         }
+        tracing::info!(
+            from = from.0,
+            to = ledger_generation.0,
+            "catching the index up with the ledger (an earlier run stopped between the two)"
+        );
         crash_point("catch_up.before_apply");
         self.apply_log(from)?;
         crash_point("catch_up.before_commit");

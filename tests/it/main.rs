@@ -13,6 +13,8 @@
 //! - `lock`: one writer at a time; readers never wait.
 //! - `cli`: exit codes, usage errors, help, store location and schema version.
 //! - `ops`: the README's crontab line, `status --max-age`, systemd units, completions, man page.
+//! - `config`: `groundidx.toml`, precedence of flags, environment, file and defaults; bad keys.
+//! - `prompt`: the progress bar on a terminal only, colour and `NO_COLOR`, text and JSON logs.
 //! - `tidy`: every source file documents itself and appears in ARCHITECTURE.md.
 //! - `agent_keys`: the keyed agent path through the library with a fake clock: concurrency,
 //!   retention and gc, the quota; and the ledger helpers the other agent files count rows with.
@@ -27,6 +29,7 @@ mod agent_http;
 mod agent_keys;
 mod agent_mcp;
 mod cli;
+mod config;
 mod crash;
 mod deletion;
 mod edits;
@@ -34,6 +37,7 @@ mod kill;
 mod lock;
 mod malformed;
 mod ops;
+mod prompt;
 mod reingest;
 mod search;
 mod tidy;

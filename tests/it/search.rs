@@ -192,3 +192,43 @@ fn a_heading_only_match_still_has_a_snippet() {
         "{hit}"
     );
 }
+
+#[test]
+fn root_filter_keeps_hits_from_one_ingested_folder() {
+    let env = Env::empty();
+    let handbook = env.tmp.path().join("handbook");
+    let runbooks = env.tmp.path().join("runbooks");
+    for (dir, text) in [
+        (
+            &handbook,
+            "# Backups\n\nRestore the nightly backup from the vault.\n",
+        ),
+        (
+            &runbooks,
+            "# Backups\n\nRestore the backup, then page the on-call.\n",
+        ),
+    ] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("backups.md"), text).unwrap();
+    }
+    let (h, r) = (handbook.to_str().unwrap(), runbooks.to_str().unwrap());
+    env.json(&["ingest", h, r, "--json"]);
+
+    let all = env.json(&["search", "restore backup", "--json"]);
+    assert_eq!(all["hits"].as_array().unwrap().len(), 2, "{all}");
+    let only = env.json(&["search", "restore backup", "--json", "--root", r]);
+    let hits = only["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{only}");
+    assert!(
+        hits[0]["text"].as_str().unwrap().contains("on-call"),
+        "{only}"
+    );
+
+    let elsewhere = env.run(&["search", "restore", "--root", env.docs.to_str().unwrap()]);
+    assert_eq!(elsewhere.status.code(), Some(2));
+    let message = String::from_utf8_lossy(&elsewhere.stderr);
+    assert!(
+        message.contains("not a folder this store has ingested") && message.contains("runbooks"),
+        "{message}"
+    );
+}

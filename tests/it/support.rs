@@ -31,6 +31,27 @@ pub fn corpus(name: &str) -> Option<PathBuf> {
     }
 }
 
+/// Removes every setting the environment could slip into a command, so a test sees only its
+/// own flags, files and variables.
+pub fn isolate(command: &mut Command) {
+    for var in [
+        "GROUNDIDX_STORE",
+        "GROUNDIDX_CRASH_AT",
+        "GROUNDIDX_CONFIG",
+        "GROUNDIDX_CHUNK_SIZE",
+        "GROUNDIDX_MAX_FILE_SIZE",
+        "GROUNDIDX_KEY_TTL",
+        "GROUNDIDX_RATE_LIMIT",
+        "GROUNDIDX_CLIENT_ID",
+        "GROUNDIDX_LISTEN",
+        "GROUNDIDX_TOKENS",
+        "GROUNDIDX_LOG_FORMAT",
+        "NO_COLOR",
+    ] {
+        command.env_remove(var);
+    }
+}
+
 /// A temp folder holding `docs/` (the documents) and `store/`.
 pub struct Env {
     pub tmp: tempfile::TempDir,
@@ -66,9 +87,7 @@ impl Env {
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(BIN);
         command.arg("--store").arg(&self.store).args(args);
-        command
-            .env_remove("GROUNDIDX_STORE")
-            .env_remove("GROUNDIDX_CRASH_AT");
+        isolate(&mut command);
         command
     }
 

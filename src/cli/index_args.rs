@@ -1,0 +1,61 @@
+//! Arguments shared by everything that ingests (`ingest`, `serve --reindex`): what to leave
+//! out and how to chunk. Two writers of one store must agree on these, or each run would
+//! replace the other's chunks; `groundidx.toml` is the place to set them once.
+
+use groundidx::chunk::{ChunkConfig, DEFAULT_CHUNK_SIZE};
+use groundidx::ingest::{DEFAULT_BATCH_FILES, DEFAULT_MAX_FILE_SIZE, IngestConfig};
+
+/// The smallest and largest `--chunk-size`.
+pub const CHUNK_SIZE_RANGE: std::ops::RangeInclusive<usize> = 50..=100_000;
+
+/// What a run indexes and how it cuts documents into chunks.
+#[derive(Debug, clap::Args)]
+pub struct IndexArgs {
+    /// Leave out files and folders matching this glob (a name, or a path with '/'); repeatable
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+
+    /// Target chunk size in characters
+    #[arg(long, value_name = "CHARS", env = "GROUNDIDX_CHUNK_SIZE", default_value_t = DEFAULT_CHUNK_SIZE, value_parser = parse_chunk_size)]
+    pub chunk_size: usize,
+
+    /// Skip files larger than this many bytes, with a warning
+    #[arg(long, value_name = "BYTES", env = "GROUNDIDX_MAX_FILE_SIZE", default_value_t = DEFAULT_MAX_FILE_SIZE)]
+    pub max_file_size: u64,
+}
+
+/// Parses and range-checks a chunk size, for the flag and the configuration file alike.
+pub fn parse_chunk_size(text: &str) -> Result<usize, String> {
+    let size: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number"))?;
+    check_chunk_size(size)
+}
+
+pub fn check_chunk_size(size: usize) -> Result<usize, String> {
+    if CHUNK_SIZE_RANGE.contains(&size) {
+        Ok(size)
+    } else {
+        Err(format!(
+            "{size} is not in {}..={}",
+            CHUNK_SIZE_RANGE.start(),
+            CHUNK_SIZE_RANGE.end()
+        ))
+    }
+}
+
+impl IndexArgs {
+    /// The ingest configuration these arguments describe.
+    pub fn ingest_config(&self) -> IngestConfig {
+        IngestConfig {
+            chunk: ChunkConfig {
+                target_size: self.chunk_size,
+            },
+            excludes: self.exclude.clone(),
+            max_file_size: self.max_file_size,
+            batch_files: DEFAULT_BATCH_FILES,
+            ..IngestConfig::default()
+        }
+    }
+}
