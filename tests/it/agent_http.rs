@@ -1334,8 +1334,14 @@ fn serve_keeps_answering_while_ingest_rewrites_the_store() {
         let querier = scope.spawn(|| {
             let mut queries = 0;
             let mut failures = Vec::new();
+            // Unkeyed calls, keyed calls, and retries of the first keyed call, in turn.
             while !stop.load(Ordering::Relaxed) {
-                let reply = server.search(None, &signing().to_string());
+                let key = match queries % 3 {
+                    0 => None,
+                    1 => Some(format!("during-ingest-{queries}")),
+                    _ => Some("during-ingest-1".to_string()),
+                };
+                let reply = server.search(key.as_deref(), &signing().to_string());
                 queries += 1;
                 let good = reply.status == 200
                     && serde_json::from_str::<Value>(&reply.body)
@@ -1384,4 +1390,10 @@ fn serve_keeps_answering_while_ingest_rewrites_the_store() {
         "{} of {queries} queries failed during the ingest: {failures:#?}",
         failures.len()
     );
+    // Every keyed call was written exactly once, its retries not at all, while the ingest wrote.
+    let mut n = 1;
+    while n < queries {
+        crate::agent_keys::assert_executed_once(&env.store, "local", &format!("during-ingest-{n}"));
+        n += 3;
+    }
 }
