@@ -5,7 +5,7 @@
 //! wrapped with the path or operation they happened on. A bad input *file* is never an `Error`:
 //! it is a `Warning` in the ingest report.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Result with the library's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -91,6 +91,38 @@ impl Error {
         Error::Io {
             context: context.into(),
             source,
+        }
+    }
+
+    /// Names the store a foreign error (I/O, ledger, index) or a busy ledger happened in, unless
+    /// its context already names it or a path in it: "database or disk is full" alone does not
+    /// say which disk. Every other variant is returned as it is.
+    pub fn in_store(self, dir: &Path) -> Error {
+        let dir = dir.display().to_string();
+        let name = |context: String| {
+            if context.contains(&format!("store {dir}")) || context.contains(&format!("{dir}/")) {
+                context
+            } else {
+                format!("{context} in store {dir}")
+            }
+        };
+        match self {
+            Error::Io { context, source } => Error::Io {
+                context: name(context),
+                source,
+            },
+            Error::Ledger { context, source } => Error::Ledger {
+                context: name(context),
+                source,
+            },
+            Error::Index { context, source } => Error::Index {
+                context: name(context),
+                source,
+            },
+            Error::Busy { context } => Error::Busy {
+                context: name(context),
+            },
+            other => other,
         }
     }
 

@@ -61,6 +61,19 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
     let invalid = |err: serde_json::Error| ArgumentError::Invalid(format!("{tool}: {err}"));
     match tool {
         "search_docs" => {
+            check_types(
+                arguments,
+                &[
+                    ("query", "a string", Value::is_string),
+                    ("top_k", "an integer", |v| v.is_null() || v.is_u64()),
+                    ("path_prefix", "a string", |v| v.is_null() || v.is_string()),
+                    ("tags", "an array of strings", |v| {
+                        v.is_null()
+                            || v.as_array()
+                                .is_some_and(|tags| tags.iter().all(Value::is_string))
+                    }),
+                ],
+            )?;
             let args: SearchDocsArgs =
                 serde_json::from_value(arguments.clone()).map_err(invalid)?;
             let query = args.query.trim();
@@ -98,6 +111,14 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
             }))
         }
         "get_chunk" => {
+            check_types(
+                arguments,
+                &[(
+                    "chunk_id",
+                    "a string of 64 lowercase hex digits",
+                    Value::is_string,
+                )],
+            )?;
             let args: GetChunkArgs = serde_json::from_value(arguments.clone()).map_err(invalid)?;
             let id = args.chunk_id.parse::<ChunkId>().map_err(|_| {
                 ArgumentError::Invalid(
@@ -108,6 +129,28 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
         }
         other => Err(ArgumentError::UnknownTool(other.to_string())),
     }
+}
+
+/// A field's name, what it must be, and the check that it is.
+type FieldType = (&'static str, &'static str, fn(&Value) -> bool);
+
+/// Refuses a field of the wrong JSON type with a message that names it: serde's own says only
+/// "invalid type: floating point `2.5`, expected u64". Absent fields are left to serde.
+fn check_types(arguments: &Value, fields: &[FieldType]) -> Result<(), ArgumentError> {
+    for (name, expected, fits) in fields {
+        if let Some(value) = arguments.get(*name)
+            && !fits(value)
+        {
+            let mut shown: String = value.to_string().chars().take(41).collect();
+            if shown.chars().count() > 40 {
+                shown = shown.chars().take(40).chain(['…']).collect();
+            }
+            return Err(ArgumentError::Invalid(format!(
+                "{name} must be {expected}, not {shown}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// An executed call's answer.

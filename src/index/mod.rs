@@ -356,16 +356,31 @@ impl Writer {
         // The heading path is context for the passage ("Install" under which product?), so it
         // is scored with the text as well as in its own, boosted, field.
         let body = format!("{heading}\n\n{}", chunk.text);
-        self.writer
-            .add_document(doc!(
-                self.fields.chunk_id => chunk.id.to_hex(),
-                self.fields.chunk_key => chunk.id.short(),
-                self.fields.heading => heading,
-                self.fields.body => body,
-                self.fields.text => chunk.text,
-            ))
-            .map_err(index_error("add chunk"))?;
+        let added = self.writer.add_document(doc!(
+            self.fields.chunk_id => chunk.id.to_hex(),
+            self.fields.chunk_key => chunk.id.short(),
+            self.fields.heading => heading,
+            self.fields.body => body,
+            self.fields.text => chunk.text,
+        ));
+        if let Err(err) = added {
+            let cause = self.worker_error().unwrap_or(err);
+            return Err(index_error("add chunk")(cause));
+        }
         Ok(())
+    }
+
+    /// Why the indexing threads stopped. When one fails (the disk is full, say), `add_document`
+    /// only answers "the index writer was killed"; joining the threads, as a commit does, gives
+    /// the cause. Nothing is committed: a commit that could be prepared is aborted.
+    fn worker_error(&mut self) -> Option<tantivy::TantivyError> {
+        match self.writer.prepare_commit() {
+            Err(cause) => Some(cause),
+            Ok(prepared) => {
+                let _ = prepared.abort();
+                None
+            }
+        }
     }
 
     /// Deletes every document (for `rebuild`); nothing changes on disk until `commit`.

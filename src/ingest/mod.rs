@@ -121,6 +121,16 @@ pub fn ingest(
     config: &IngestConfig,
     progress: &dyn Progress,
 ) -> Result<IngestReport> {
+    let dir = store.paths().dir.clone();
+    ingest_roots(store, roots, config, progress).map_err(|err| err.in_store(&dir))
+}
+
+fn ingest_roots(
+    store: &mut Store,
+    roots: &[PathBuf],
+    config: &IngestConfig,
+    progress: &dyn Progress,
+) -> Result<IngestReport> {
     let started = Instant::now();
     let excludes = Excludes::new(&config.excludes)?;
     progress.phase("walk", 0);

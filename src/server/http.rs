@@ -48,6 +48,7 @@ pub fn router(state: Arc<HttpState>, cancel: tokio_util::sync::CancellationToken
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(cancel.child_token());
     let handler = Handler {
         agent: state.agent.clone(),
@@ -59,12 +60,15 @@ pub fn router(state: Arc<HttpState>, cancel: tokio_util::sync::CancellationToken
         Arc::new(LocalSessionManager::default()),
         config,
     );
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp)
+        .route_layer(middleware::from_fn(mcp_body));
     Router::new()
         .route("/", get(health))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/v1/tools/{tool}", post(call_tool))
-        .nest_service("/mcp", mcp)
+        .merge(mcp)
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -84,6 +88,53 @@ fn problem_response(status: StatusCode, code: &str, detail: String) -> Response 
         body.to_string(),
     )
         .into_response()
+}
+
+/// A JSON POST to `/mcp` whose body is not one JSON-RPC message is a bad request (400, with a
+/// JSON-RPC parse or invalid-request error and no id), as the MCP transport says; rmcp would
+/// answer 415, as if the media type were wrong. The body is read once, within the size limit,
+/// and handed on.
+async fn mcp_body(request: Request, next: Next) -> Response {
+    let json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.split(';').next())
+        .is_some_and(|h| h.trim().eq_ignore_ascii_case("application/json"));
+    if request.method() != axum::http::Method::POST || !json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        return problem_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the body is over {MAX_BODY_BYTES} bytes"),
+        );
+    };
+    if let Err(err) = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(&bytes) {
+        let (code, message) = match err.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                (-32700, format!("parse error: the body is not JSON: {err}"))
+            }
+            _ => (
+                -32600,
+                format!(
+                    "invalid request: the body must be one JSON-RPC 2.0 message (no batches): {err}"
+                ),
+            ),
+        };
+        let body =
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+        return (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 /// Host, Origin and bearer-token checks for every route; sets the request's `Scope`.
@@ -115,8 +166,9 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         let token = headers
             .get(header::AUTHORIZATION)
             .and_then(|h| h.to_str().ok())
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(str::trim);
+            .and_then(|h| h.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
+            .map(|(_, token)| token.trim());
         match token.and_then(|t| state.tokens.get(t)) {
             Some(client) => Scope(client.clone()),
             None => {

@@ -76,6 +76,10 @@ impl Store {
     /// Creates the store folder if needed, takes the writer lock, opens both parts and brings
     /// the index up to the ledger (`catch_up`) before anything else.
     pub fn open(dir: &Path, wait: LockWait) -> Result<(Store, CatchUp)> {
+        Store::open_at(dir, wait).map_err(|err| err.in_store(dir))
+    }
+
+    fn open_at(dir: &Path, wait: LockWait) -> Result<(Store, CatchUp)> {
         std::fs::create_dir_all(dir)
             .map_err(|err| Error::io(format!("create store {}", dir.display()), err))?;
         let lock = WriterLock::acquire(dir, wait)?;
@@ -114,6 +118,11 @@ impl Store {
     /// written. After it, the ledger holds the batch and its log rows; the next writer's
     /// `catch_up` applies whatever the index missed.
     pub fn commit(&mut self, batch: &Batch) -> Result<BatchOutcome> {
+        self.commit_batch(batch)
+            .map_err(|err| err.in_store(&self.paths.dir))
+    }
+
+    fn commit_batch(&mut self, batch: &Batch) -> Result<BatchOutcome> {
         if batch.is_empty() {
             return Ok(BatchOutcome::default());
         }
@@ -150,7 +159,7 @@ impl Store {
                 ledger = ledger_generation.0,
                 "the index is out of step with the ledger beyond its log; rebuilding it from the ledger"
             );
-            self.rebuild()?;
+            self.rebuild_index()?;
             return Ok(CatchUp::Rebuilt {
                 from,
                 to: ledger_generation,
@@ -176,6 +185,11 @@ impl Store {
     /// Makes the index again from the ledger alone, in one Tantivy commit: until that commit
     /// lands, readers (and a crash) see the previous index whole.
     pub fn rebuild(&mut self) -> Result<Generation> {
+        self.rebuild_index()
+            .map_err(|err| err.in_store(&self.paths.dir))
+    }
+
+    fn rebuild_index(&mut self) -> Result<Generation> {
         let generation = self.ledger.generation()?;
         let writer = writer_of(&mut self.writer, &self.index)?;
         writer.clear()?;
@@ -197,7 +211,9 @@ impl Store {
     /// Waits for Tantivy's background merges and releases its writer.
     pub fn close(mut self) -> Result<()> {
         if let Some(writer) = self.writer.take() {
-            writer.finish()?;
+            writer
+                .finish()
+                .map_err(|err| err.in_store(&self.paths.dir))?;
         }
         Ok(())
     }
@@ -248,6 +264,10 @@ pub struct StoreReader {
 impl StoreReader {
     /// Opens an existing store. Fails with `Error::NoStore` when there is none.
     pub fn open(dir: &Path) -> Result<StoreReader> {
+        StoreReader::open_at(dir).map_err(|err| err.in_store(dir))
+    }
+
+    fn open_at(dir: &Path) -> Result<StoreReader> {
         let paths = StorePaths::new(dir);
         if !paths.ledger().exists() {
             return Err(Error::NoStore {

@@ -2,7 +2,9 @@
 //! moments, change a few files between rounds, and check that the store always heals to what a
 //! clean ingest holds.
 //!
-//! The short version runs in the suite; `GROUNDIDX_SOAK_ROUNDS=N` makes it longer.
+//! The short version runs in the suite. `GROUNDIDX_SOAK_ROUNDS=N` makes it longer,
+//! `GROUNDIDX_SOAK_SECS=S` runs rounds until S seconds have passed, and
+//! `GROUNDIDX_SOAK_CHECK_EVERY=K` heals and compares with a clean ingest every K rounds (default 4).
 
 use std::time::Duration;
 
@@ -13,10 +15,16 @@ fn sigkill_at_random_moments_on_a_real_corpus_heals() {
     let Some(corpus) = corpus("opensearch-docs") else {
         return;
     };
-    let rounds: usize = std::env::var("GROUNDIDX_SOAK_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4);
+    let setting = |name: &str, default: u64| -> u64 {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let secs = setting("GROUNDIDX_SOAK_SECS", 0);
+    let rounds = setting("GROUNDIDX_SOAK_ROUNDS", if secs > 0 { u64::MAX } else { 4 });
+    let check_every = setting("GROUNDIDX_SOAK_CHECK_EVERY", 4).max(1);
+    let soak_started = std::time::Instant::now();
     let mut rng = Rng::from_env("sigkill soak");
     let env = Env::copy_of(&corpus);
     let docs = env.docs.to_str().expect("utf-8").to_string();
@@ -29,10 +37,12 @@ fn sigkill_at_random_moments_on_a_real_corpus_heals() {
     files.sort();
 
     let mut killed = 0;
+    let mut checks = 0;
     // Kill at a random moment within how long an unkilled run last took, so later (shorter)
     // runs are hit mid-run too, not only the cold first one.
     let mut run_ms: u64 = 3_000;
-    for round in 0..rounds {
+    let mut round = 0;
+    while round < rounds && (secs == 0 || soak_started.elapsed().as_secs() < secs) {
         let mut child = env
             .command(&["ingest", &docs, "--json", "--batch-files", "200"])
             .stdout(std::process::Stdio::null())
@@ -77,13 +87,32 @@ fn sigkill_at_random_moments_on_a_real_corpus_heals() {
         let renamed = pick(&mut rng);
         let _ = std::fs::rename(&renamed, renamed.with_extension(format!("r{round}.md")));
         files.retain(|f| f.exists());
+        round += 1;
+        if round % check_every == 0 {
+            heal_and_compare(&env, &docs, round);
+            checks += 1;
+        }
     }
-    eprintln!("sigkill soak: {rounds} rounds, {killed} killed mid-run");
+    if round == 0 || round % check_every != 0 {
+        heal_and_compare(&env, &docs, round);
+        checks += 1;
+    }
+    eprintln!(
+        "sigkill soak: {round} rounds in {:.0?}, {killed} killed mid-run, {checks} checks against a clean ingest",
+        soak_started.elapsed(),
+    );
+}
 
-    let healed = env.json(&["ingest", &docs, "--json"]);
-    assert_eq!(healed["documents"]["skipped"], 0, "{healed}");
+/// Run to completion, then demand exactly what a clean ingest of the same folder holds.
+fn heal_and_compare(env: &Env, docs: &str, round: u64) {
+    let healed = env.json(&["ingest", docs, "--json"]);
+    assert_eq!(healed["documents"]["skipped"], 0, "round {round}: {healed}");
     env.assert_verified();
-    assert_eq!(env.export(), clean_export(&env.docs));
-    let again = env.json(&["ingest", &docs, "--json"]);
-    assert_eq!(again["chunks"]["added"], 0, "{again}");
+    assert_eq!(
+        env.export(),
+        clean_export(&env.docs),
+        "round {round}: the healed store differs from a clean ingest"
+    );
+    let again = env.json(&["ingest", docs, "--json"]);
+    assert_eq!(again["chunks"]["added"], 0, "round {round}: {again}");
 }

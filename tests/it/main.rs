@@ -22,9 +22,14 @@
 //!   the quota and the MCP surface.
 //! - `agent_http`: the agent tool over HTTP (JSON API and `/mcp`): header keys, replays, the
 //!   quota headers, Origin/Host/auth security, and reads during an ingest.
+//! - `abuse`: hostile bytes, bodies and arguments on the agent path get clear errors, write
+//!   nothing, never leak a file from outside the ingested folders, and the server keeps serving.
+//! - `faults`: a full disk, an unwritable or read-only store and a locked ledger fail clearly,
+//!   and the store heals once the fault is gone.
 
 mod support;
 
+mod abuse;
 mod agent_http;
 mod agent_keys;
 mod agent_mcp;
@@ -33,6 +38,7 @@ mod config;
 mod crash;
 mod deletion;
 mod edits;
+mod faults;
 mod kill;
 mod lock;
 mod malformed;
