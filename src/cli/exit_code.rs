@@ -13,7 +13,8 @@ pub enum ExitCode {
     Usage = 2,
     /// Done, but some paths could not be read and deletions under them were held back.
     HeldBack = 3,
-    /// Another process holds the store's writer lock (EX_TEMPFAIL): try again later.
+    /// Another process holds the store's writer lock, or kept the ledger busy past the wait
+    /// (EX_TEMPFAIL): try again later.
     LockBusy = 75,
 }
 
@@ -21,7 +22,7 @@ impl ExitCode {
     /// The status for an error that ended a command.
     pub fn of(error: &Error) -> ExitCode {
         match error {
-            Error::LockBusy { .. } => ExitCode::LockBusy,
+            Error::LockBusy { .. } | Error::Busy { .. } => ExitCode::LockBusy,
             Error::Usage(_) => ExitCode::Usage,
             _ => ExitCode::Failure,
         }

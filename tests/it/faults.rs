@@ -525,6 +525,11 @@ fn a_locked_ledger_makes_ingest_wait_or_fail_retryably_and_loses_nothing() {
     let output = env.run(&ingest_args(&env, &[]));
     drop(lock);
     let stderr = assert_clear_failure(&output, &env.store, &["busy"]);
+    assert_eq!(
+        output.status.code(),
+        Some(75),
+        "busy is retryable: {stderr}"
+    );
     assert!(
         stderr.contains("retry"),
         "the error must say to retry: {stderr}"
