@@ -1,20 +1,27 @@
 #!/usr/bin/env python3
 """Round-trip latency of the agent tool and keyed-call throughput, whole-process.
 
-Usage: benches/agent_latency.py --bin target/release/groundidx --docs DIR [--calls 500]
+Usage: benches/agent_latency.py --bin target/release/groundidx (--docs DIR | --store STORE)
+       [--calls 500] [--queries FILE] [--json] [--kill-check]
 
-Ingests DIR into a temporary store, then measures, in one run:
+Ingests DIR into a temporary store (or uses the existing STORE), then measures, in one run:
   - search_docs over MCP stdio (`groundidx mcp`), one call at a time, each with a fresh key;
   - search_docs over HTTP (`POST /v1/tools/search_docs` on `groundidx serve`), the same;
   - keyed calls per second over HTTP, one client: each call with a new key (search, then the
     audit + usage + key transaction), and each key again (replays: a lookup, no search).
-Prints p50 and p99 in milliseconds and calls per second. Standard library only.
+Prints p50 and p99 in milliseconds and calls per second; `--json` adds one JSON line.
+`--kill-check` instead checks that keyed calls are durable against kill -9: it makes keyed
+calls over HTTP from a thread, kills the server with SIGKILL at a random moment, and checks
+that every call that got its answer is in `groundidx audit`. Standard library only.
 """
 import argparse
 import http.client
 import json
 import os
+import random
+import signal
 import statistics
+import threading
 import subprocess
 import sys
 import tempfile
@@ -38,6 +45,7 @@ def report(name, seconds):
     ms = [s * 1000 for s in seconds]
     print(f"{name:<34} n={len(ms):<5} p50={pct(ms, 50):7.2f} ms  p99={pct(ms, 99):7.2f} ms  "
           f"mean={statistics.mean(ms):7.2f} ms")
+    return {"n": len(ms), "p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "mean_ms": statistics.mean(ms)}
 
 
 def mcp_stdio(binary, store, calls):
@@ -104,28 +112,89 @@ def http_calls(port, calls, key_of):
     return times
 
 
+def kill_check(binary, store):
+    """SIGKILL the server while keyed calls are in flight; every answered call must be audited."""
+    server, port = start_server(binary, store)
+    run = f"kill-{os.getpid()}-{time.time_ns()}"
+    answered = []
+    stop = threading.Event()
+
+    def caller():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        i = 0
+        while not stop.is_set():
+            key = f"{run}/{i}"
+            try:
+                conn.request("POST", "/v1/tools/search_docs",
+                             body=json.dumps({"query": QUERIES[i % len(QUERIES)], "top_k": 5}),
+                             headers={"Content-Type": "application/json", "Idempotency-Key": key})
+                response = conn.getresponse()
+                response.read()
+            except (OSError, http.client.HTTPException):
+                return
+            if response.status == 200:
+                answered.append(key)
+            i += 1
+
+    thread = threading.Thread(target=caller)
+    thread.start()
+    time.sleep(random.uniform(1.0, 2.0))
+    os.kill(server.pid, signal.SIGKILL)
+    server.wait(timeout=10)
+    stop.set()
+    thread.join(timeout=15)
+    out = subprocess.run([binary, "--store", store, "audit", "--since", "1h", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    audited = {e["key"] for e in json.loads(out)["events"] if e["key"].startswith(run + "/")}
+    missing = [k for k in answered if k not in audited]
+    result = {"answered": len(answered), "audited": len(audited), "missing": len(missing)}
+    print(f"kill -9 check: {len(answered)} calls answered before SIGKILL, {len(audited)} audited, "
+          f"{len(missing)} answered but missing")
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", default="target/release/groundidx")
-    parser.add_argument("--docs", required=True)
+    parser.add_argument("--docs")
+    parser.add_argument("--store", help="an existing store (nothing is ingested)")
+    parser.add_argument("--queries", help="a file of queries, one a line")
     parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--json", action="store_true", help="print the results as a last JSON line")
+    parser.add_argument("--kill-check", action="store_true")
     args = parser.parse_args()
+    if not args.docs and not args.store:
+        parser.error("give --docs or --store")
+    if args.queries:
+        with open(args.queries) as f:
+            QUERIES[:] = [line.strip() for line in f if line.strip()]
     with tempfile.TemporaryDirectory() as tmp:
-        store = os.path.join(tmp, "store")
-        subprocess.run([args.bin, "--store", store, "ingest", args.docs, "--quiet"], check=True)
-        report("search_docs, MCP stdio", mcp_stdio(args.bin, store, args.calls))
+        store = args.store
+        if not store:
+            store = os.path.join(tmp, "store")
+            subprocess.run([args.bin, "--store", store, "ingest", args.docs, "--quiet"], check=True)
+        if args.kill_check:
+            result = kill_check(args.bin, store)
+            if args.json:
+                print(json.dumps(result))
+            return 1 if result["missing"] else 0
+        results = {"mcp_stdio": report("search_docs, MCP stdio", mcp_stdio(args.bin, store, args.calls))}
         server, port = start_server(args.bin, store)
         try:
             run = f"bench-{os.getpid()}-{time.time_ns()}"
             fresh = http_calls(port, args.calls, lambda i: f"{run}/http/{i}")
-            report("search_docs, HTTP JSON API", fresh)
+            results["http"] = report("search_docs, HTTP JSON API", fresh)
             replays = http_calls(port, args.calls, lambda i: f"{run}/http/{i}")
-            report("search_docs, HTTP replays", replays)
+            results["http_replays"] = report("search_docs, HTTP replays", replays)
+            results["http_calls_per_s"] = len(fresh) / sum(fresh)
+            results["http_replays_per_s"] = len(replays) / sum(replays)
             print(f"keyed calls per second (HTTP, 1 client): {len(fresh) / sum(fresh):8.1f} executed, "
                   f"{len(replays) / sum(replays):8.1f} replayed")
         finally:
             server.terminate()
             server.wait(timeout=10)
+        if args.json:
+            print(json.dumps(results))
 
 
 if __name__ == "__main__":

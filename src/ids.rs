@@ -110,8 +110,16 @@ pub fn doc_hash(bytes: &[u8]) -> DocHash {
     DocHash(*blake3::hash(bytes).as_bytes())
 }
 
-/// Normalises text for identity: Unicode NFC, trimmed, every run of white space folded to one
-/// space. A whitespace-only edit therefore leaves every chunk ID as it was.
+/// White space as identity sees it: Unicode white space and the control characters, which are
+/// as invisible. `chunk_id` separates its parts with control characters (0x00 and 0x1f), so
+/// normalised text, which has none, cannot forge a separator.
+pub fn is_space(c: char) -> bool {
+    c.is_whitespace() || c.is_control()
+}
+
+/// Normalises text for identity: Unicode NFC, trimmed, every run of white space (and control
+/// characters, see `is_space`) folded to one space. A whitespace-only edit therefore leaves
+/// every chunk ID as it was.
 pub fn normalise(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut pending_space = false;
@@ -123,7 +131,7 @@ pub fn normalise(text: &str) -> String {
             _ => Box::new(text.nfc()),
         };
     for c in composed {
-        if c.is_whitespace() {
+        if is_space(c) {
             pending_space = !out.is_empty();
         } else {
             if pending_space {
@@ -188,6 +196,7 @@ mod tests {
         check(" \n\t ", "");
         check("cafe\u{301}", "caf\u{e9}");
         check("x\u{a0}y", "x y");
+        check("\u{0}a\u{1f}b\u{7f}\u{85}", "a b");
     }
 
     #[test]
@@ -206,6 +215,9 @@ mod tests {
         let joined = chunk_id(&["A Install".into()], "same");
         assert_ne!(a, b);
         assert_ne!(a, joined);
+        // A heading holding chunk_id's separator byte is not two headings.
+        let forged = chunk_id(&["A\u{1f}Install".into()], "same");
+        assert_ne!(a, forged);
     }
 
     #[test]

@@ -18,6 +18,11 @@ use crate::ids::{self, ChunkId};
 /// The default target size of a chunk, in characters of normalised text.
 pub const DEFAULT_CHUNK_SIZE: usize = 1000;
 
+/// The longest heading (or title) kept in a heading path, in characters of normalised text.
+/// Every chunk of a section carries its heading path, so an unbounded heading (a long paragraph
+/// underlined with `---` is one) would be copied, hashed and indexed once per chunk.
+pub const MAX_HEADING_CHARS: usize = 256;
+
 /// How a document is read, chosen by its file name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DocKind {
@@ -87,8 +92,17 @@ pub fn chunk_document(kind: DocKind, text: &str, config: &ChunkConfig) -> Chunke
             let units = markdown::units(text, front.body_start);
             let mut warnings: Vec<String> = front.warning.into_iter().collect();
             let chunks = pack(text, &units, front.title.as_deref(), target_size, &lines);
-            if chunks.is_empty() && text[front.body_start..].trim().is_empty() {
+            if chunks.is_empty() && text[front.body_start..].chars().all(ids::is_space) {
                 warnings.push("no text to index".to_string());
+            }
+            let long_title = front.title.as_deref().is_some_and(too_long);
+            let long_heading = units
+                .iter()
+                .any(|unit| matches!(unit, Unit::Heading { text, .. } if too_long(text)));
+            if long_title || long_heading {
+                warnings.push(format!(
+                    "a heading or title over {MAX_HEADING_CHARS} characters is shortened in heading paths"
+                ));
             }
             ChunkedDocument {
                 title: front.title.or_else(|| first_heading(&units)),
@@ -145,7 +159,7 @@ fn pack(
         lines,
         target_size,
         headings: Vec::new(),
-        title: title.map(ids::normalise).filter(|t| !t.is_empty()),
+        title: title.map(heading_of).filter(|t| !t.is_empty()),
         current: None,
         current_size: 0,
         chunks: Vec::new(),
@@ -155,7 +169,7 @@ fn pack(
             Unit::Heading { level, text } => {
                 packer.flush();
                 packer.headings.retain(|(l, _)| l < level);
-                packer.headings.push((*level, ids::normalise(text)));
+                packer.headings.push((*level, heading_of(text)));
             }
             Unit::Body { range } => {
                 let size = normalised_len(&text[range.clone()]);
@@ -172,6 +186,22 @@ fn pack(
     }
     packer.flush();
     packer.chunks
+}
+
+/// A heading as a heading path holds it: normalised, and at most `MAX_HEADING_CHARS` long.
+fn heading_of(text: &str) -> String {
+    let heading = ids::normalise(text);
+    match heading.char_indices().nth(MAX_HEADING_CHARS) {
+        Some((end, _)) => ids::normalise(&heading[..end]),
+        None => heading,
+    }
+}
+
+fn too_long(heading: &str) -> bool {
+    ids::normalise(heading)
+        .chars()
+        .nth(MAX_HEADING_CHARS)
+        .is_some()
 }
 
 struct Packer<'a> {
@@ -209,7 +239,7 @@ impl Packer<'_> {
         };
         self.current_size = 0;
         let body = self.text[range.clone()].trim_end();
-        if body.trim().is_empty() {
+        if body.chars().all(ids::is_space) {
             return;
         }
         let mut heading_path: Vec<String> = Vec::with_capacity(self.headings.len() + 1);
@@ -236,25 +266,45 @@ impl Packer<'_> {
 /// The length of `text` with its white space folded as `ids::normalise` folds it. Composition is
 /// left out: it rarely changes a length, and a boundary needs only to be stable under white space.
 fn normalised_len(text: &str) -> usize {
-    text.split_whitespace()
+    text.split(ids::is_space)
+        .filter(|word| !word.is_empty())
         .map(|word| word.chars().count() + 1)
         .sum::<usize>()
         .saturating_sub(1)
 }
 
+/// The end of the longest prefix of `text` whose `normalised_len` is at most `limit` (at least
+/// one character that is not white space), with the white space that follows it.
+fn normalised_prefix(text: &str, limit: usize) -> usize {
+    let mut size = 0;
+    let mut in_word = false;
+    for (i, c) in text.char_indices() {
+        if ids::is_space(c) {
+            in_word = false;
+            continue;
+        }
+        // A character that starts a word after another word brings the space between them.
+        let grow = if !in_word && size > 0 { 2 } else { 1 };
+        if size > 0 && size + grow > limit {
+            return i;
+        }
+        size += grow;
+        in_word = true;
+    }
+    text.len()
+}
+
 /// Cuts an oversized range into pieces of at most about `target_size` characters, at line
 /// boundaries where possible and at white space otherwise; a single "word" longer than the
-/// target is cut at a character boundary. The pieces cover the range in order.
+/// target is cut at a character boundary. The pieces cover the range in order. Sizes are
+/// normalised sizes, so an edit of white space within lines moves no cut.
 fn cut(text: &str, range: Range<usize>, target_size: usize) -> Vec<Range<usize>> {
     let mut pieces = Vec::new();
     let mut start = range.start;
     while start < range.end {
         let rest = &text[start..range.end];
-        // Where the piece would end if cut at exactly `target_size` characters.
-        let hard_end = rest
-            .char_indices()
-            .nth(target_size)
-            .map_or(rest.len(), |(i, _)| i);
+        // Where the piece would end if cut after `target_size` characters of normalised text.
+        let hard_end = normalised_prefix(rest, target_size);
         if hard_end == rest.len() {
             pieces.push(start..range.end);
             break;
@@ -263,11 +313,11 @@ fn cut(text: &str, range: Range<usize>, target_size: usize) -> Vec<Range<usize>>
         let cut_at = window
             .rfind('\n')
             .map(|i| i + 1)
-            .filter(|&i| i > hard_end / 4)
+            .filter(|&i| normalised_len(&window[..i]) > target_size / 4)
             .or_else(|| {
                 window
-                    .rfind(char::is_whitespace)
-                    .filter(|&i| i > 0)
+                    .rfind(ids::is_space)
+                    .filter(|&i| normalised_len(&window[..i]) > 0)
                     .map(|i| i + window[i..].chars().next().map_or(1, char::len_utf8))
             })
             .unwrap_or(hard_end);
@@ -405,6 +455,27 @@ mod tests {
         let empty = chunk_document(DocKind::Markdown, "", &ChunkConfig::default());
         assert!(empty.chunks.is_empty());
         assert_eq!(empty.warnings, ["no text to index"]);
+    }
+
+    #[test]
+    fn a_long_heading_is_shortened_in_the_path() {
+        // A long paragraph underlined with `---` is a heading.
+        let long = "word ".repeat(200);
+        let doc = chunk_document(
+            DocKind::Markdown,
+            &format!("{long}\n---\n\none\n\ntwo\n"),
+            &ChunkConfig { target_size: 3 },
+        );
+        assert_eq!(doc.chunks.len(), 2);
+        for chunk in &doc.chunks {
+            assert_eq!(chunk.heading_path.len(), 1);
+            assert_eq!(
+                chunk.heading_path[0].chars().count(),
+                super::MAX_HEADING_CHARS
+            );
+            assert!(long.starts_with(&chunk.heading_path[0]));
+        }
+        assert_eq!(doc.warnings.len(), 1, "{:?}", doc.warnings);
     }
 
     #[test]

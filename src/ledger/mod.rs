@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use crate::chunk::Chunk;
@@ -173,6 +174,13 @@ impl Ledger {
             .map_err(sql_error(format!("open {}", path.display())))?;
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(sql_error("set busy timeout"))?;
+        // Without the query planner stability guarantee, SQLite marks a statement whose plan
+        // could depend on a bound value (a join with `= ?1`, as in `sources_of_chunk`) to be
+        // prepared again on every new binding, so a cached statement was parsed and planned
+        // anew on each call: a quarter of a search's time. The ledger has no statistics
+        // tables for such a plan to use.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+            .map_err(sql_error("set query planner stability"))?;
         if access == Access::ReadWrite {
             // WAL lets readers go on while a writer commits. synchronous=FULL makes every
             // commit durable against power loss too, and costs one fsync per transaction,

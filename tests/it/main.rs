@@ -26,6 +26,8 @@
 //!   nothing, never leak a file from outside the ingested folders, and the server keeps serving.
 //! - `faults`: a full disk, an unwritable or read-only store and a locked ledger fail clearly,
 //!   and the store heals once the fault is gone.
+//! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
+//!   target's property checks (`fuzz/src/lib.rs`).
 
 mod support;
 
@@ -39,6 +41,7 @@ mod crash;
 mod deletion;
 mod edits;
 mod faults;
+mod fuzz_regressions;
 mod kill;
 mod lock;
 mod malformed;

@@ -1,0 +1,316 @@
+//! Keyed calls per second against the reference that bounds them: bare SQLite inserts.
+//!
+//! A keyed call (`groundidx::keys::Agent::call`, as `mcp` and `serve` make it, with a new key
+//! each time) looks its key up, runs `search_docs`, and writes the key record, an audit row and a
+//! usage row in one `BEGIN IMMEDIATE` transaction. The reference makes the same number of
+//! transactions of the same three rows (same tables, columns, indexes and sizes, the response
+//! blob as long as a real answer) with the same SQLite build (rusqlite's bundled one, linked into
+//! this same binary), the same pragmas (`journal_mode = WAL`, `synchronous = FULL`) and a
+//! database on the same file system, and does nothing else: no lookup, no quota count, no
+//! search. With `synchronous = FULL` both pay one WAL fsync per transaction.
+//!
+//! - `cargo bench --bench sqlite_reference`: criterion, on a store of `sample_docs/` (or
+//!   `GROUNDIDX_BENCH_DOCS`).
+//! - `sqlite_reference keyed STORE CALLS [BLOCKS [QUERIES]]`: whole runs for
+//!   `benches/compare.sh`: CALLS keyed calls on the existing STORE (with the queries of the file
+//!   QUERIES, one a line, if given) and CALLS reference transactions, alternating in BLOCKS
+//!   blocks; prints one JSON line with both rates and the keyed calls' p50 and p99.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use criterion::Criterion;
+use rusqlite::{Connection, TransactionBehavior, params};
+use serde_json::json;
+
+use groundidx::ingest::{IngestConfig, NoProgress, ingest};
+use groundidx::keys::{Agent, AgentConfig, RateLimit, ToolCall};
+use groundidx::store::{LockWait, Store};
+
+/// The agent path's tables as `src/ledger/schema.rs` creates them.
+const SCHEMA: &str = "
+CREATE TABLE idempotency_keys (
+    scope            TEXT NOT NULL,
+    key              TEXT NOT NULL CHECK (length(key) BETWEEN 1 AND 255),
+    tool             TEXT NOT NULL,
+    fingerprint      BLOB NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN ('completed')),
+    response         BLOB NOT NULL,
+    is_error         INTEGER NOT NULL,
+    index_generation INTEGER NOT NULL,
+    created_at       INTEGER NOT NULL,
+    expires_at       INTEGER NOT NULL,
+    PRIMARY KEY (scope, key)
+) WITHOUT ROWID;
+CREATE TABLE audit_events (
+    event_id    INTEGER PRIMARY KEY,
+    scope       TEXT NOT NULL,
+    key         TEXT NOT NULL,
+    key_source  TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    fingerprint BLOB NOT NULL,
+    arguments   TEXT NOT NULL,
+    outcome     TEXT NOT NULL,
+    n_hits      INTEGER NOT NULL,
+    index_generation INTEGER NOT NULL,
+    created_at  INTEGER NOT NULL,
+    UNIQUE (scope, key)
+);
+CREATE INDEX audit_events_by_time ON audit_events(created_at);
+CREATE TABLE usage_events (
+    usage_id     INTEGER PRIMARY KEY,
+    scope        TEXT NOT NULL,
+    key          TEXT NOT NULL,
+    units        INTEGER NOT NULL,
+    window_start INTEGER NOT NULL,
+    window_secs  INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL,
+    UNIQUE (scope, key)
+);
+CREATE INDEX usage_events_by_window ON usage_events(scope, window_start);
+CREATE INDEX usage_events_by_time ON usage_events(created_at);
+CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys(expires_at);
+";
+
+const QUERIES: [&str; 6] = [
+    "rotate the signing key",
+    "install on linux",
+    "backup and restore",
+    "configure the proxy",
+    "error handling",
+    "release checklist",
+];
+
+struct Bare {
+    conn: Connection,
+    response: Vec<u8>,
+    n: u64,
+}
+
+impl Bare {
+    fn open(path: &Path, response_len: usize) -> Bare {
+        let _ = std::fs::remove_file(path);
+        let conn = Connection::open(path).expect("open reference db");
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+        )
+        .expect("pragmas");
+        conn.execute_batch(SCHEMA).expect("schema");
+        Bare {
+            conn,
+            response: vec![b'x'; response_len],
+            n: 0,
+        }
+    }
+
+    /// One transaction of the three rows a keyed call writes.
+    fn insert(&mut self) {
+        self.n += 1;
+        let key = format!("bench-run/step/{}", self.n);
+        let now = 1_700_000_000_000i64 + self.n as i64;
+        let fingerprint = [7u8; 32];
+        let arguments = r#"{"query":"rotate the signing key","top_k":10}"#;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .expect("begin");
+        tx.prepare_cached(
+            "INSERT INTO idempotency_keys (scope, key, tool, fingerprint, status, response,
+                 is_error, index_generation, created_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, 'completed', ?5, ?6, ?7, ?8, ?9)",
+        )
+        .expect("prepare")
+        .execute(params![
+            "bench",
+            key,
+            "search_docs",
+            &fingerprint[..],
+            self.response,
+            false,
+            1i64,
+            now,
+            now + 7 * 86_400_000
+        ])
+        .expect("insert key");
+        tx.prepare_cached(
+            "INSERT INTO audit_events (scope, key, key_source, tool, fingerprint, arguments,
+                 outcome, n_hits, index_generation, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )
+        .expect("prepare")
+        .execute(params![
+            "bench",
+            key,
+            "caller",
+            "search_docs",
+            &fingerprint[..],
+            arguments,
+            "ok",
+            10i64,
+            1i64,
+            now
+        ])
+        .expect("insert audit");
+        tx.prepare_cached(
+            "INSERT INTO usage_events (scope, key, units, window_start, window_secs, created_at)
+             VALUES (?1, ?2, 1, ?3, ?4, ?5)",
+        )
+        .expect("prepare")
+        .execute(params!["bench", key, now - now % 60_000, 60i64, now])
+        .expect("insert usage");
+        tx.commit().expect("commit");
+    }
+}
+
+struct Keyed {
+    agent: Agent,
+    run: String,
+    n: u64,
+    queries: Vec<String>,
+}
+
+impl Keyed {
+    fn open(store: &Path) -> Keyed {
+        let config = AgentConfig {
+            rate_limit: RateLimit {
+                units: u64::MAX / 2,
+                window_secs: 60,
+            },
+            ..AgentConfig::default()
+        };
+        Keyed {
+            agent: Agent::open(store, config).expect("open agent"),
+            run: format!("bench-{}-{}", std::process::id(), now_ms()),
+            n: 0,
+            queries: QUERIES.iter().map(|q| q.to_string()).collect(),
+        }
+    }
+
+    /// One executed keyed call; returns the length of its answer.
+    fn call(&mut self) -> usize {
+        self.n += 1;
+        let call = ToolCall {
+            scope: "bench".into(),
+            key: Some(format!("{}/{}", self.run, self.n)),
+            tool: "search_docs".into(),
+            arguments: json!({"query": self.queries[self.n as usize % self.queries.len()], "top_k": 10}),
+        };
+        let response = self.agent.call(&call, now_ms()).expect("keyed call");
+        response.body.len()
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
+}
+
+fn keyed_mode(store: &Path, calls: usize, blocks: usize, queries: Option<&Path>) {
+    let mut keyed = Keyed::open(store);
+    if let Some(file) = queries {
+        keyed.queries = std::fs::read_to_string(file)
+            .expect("read queries")
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect();
+    }
+    let mut latencies: Vec<f64> = Vec::with_capacity(calls);
+    let response_len = keyed.call();
+    let reference_db = store
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("sqlite-reference.sqlite");
+    let mut bare = Bare::open(&reference_db, response_len);
+    bare.insert();
+    let per_block = (calls / blocks.max(1)).max(1);
+    let (mut keyed_secs, mut bare_secs, mut done) = (0.0, 0.0, 0);
+    for block in 0..blocks.max(1) {
+        // Alternate which side goes first.
+        for side in [block % 2, 1 - block % 2] {
+            let started = Instant::now();
+            for _ in 0..per_block {
+                if side == 0 {
+                    let one = Instant::now();
+                    keyed.call();
+                    latencies.push(one.elapsed().as_secs_f64() * 1e6);
+                } else {
+                    bare.insert();
+                }
+            }
+            let secs = started.elapsed().as_secs_f64();
+            if side == 0 {
+                keyed_secs += secs;
+            } else {
+                bare_secs += secs;
+            }
+        }
+        done += per_block;
+    }
+    drop(bare);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", reference_db.display()));
+    }
+    latencies.sort_by(|a, b| a.total_cmp(b));
+    let pct = |p: f64| latencies[((p / 100.0) * (latencies.len() - 1) as f64).round() as usize];
+    emit(json!({
+        "keyed_call_p50_us": pct(50.0),
+        "keyed_call_p99_us": pct(99.0),
+        "transactions_each": done,
+        "response_bytes": response_len,
+        "keyed_calls_per_s": done as f64 / keyed_secs,
+        "bare_insert_tx_per_s": done as f64 / bare_secs,
+        "ratio": bare_secs / keyed_secs,
+    }));
+}
+
+fn docs() -> PathBuf {
+    std::env::var_os("GROUNDIDX_BENCH_DOCS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_docs"))
+}
+
+fn criterion_benches(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let store_dir = tmp.path().join("store");
+    let (mut store, _) = Store::open(&store_dir, LockWait::NoWait).expect("open store");
+    ingest(&mut store, &[docs()], &IngestConfig::default(), &NoProgress).expect("ingest");
+    store.close().expect("close");
+    let mut keyed = Keyed::open(&store_dir);
+    let response_len = keyed.call();
+    let mut bare = Bare::open(&tmp.path().join("reference.sqlite"), response_len);
+    let mut group = c.benchmark_group("keyed-call");
+    group.bench_function("groundidx-search_docs", |b| b.iter(|| keyed.call()));
+    group.bench_function("bare-sqlite-3-inserts", |b| b.iter(|| bare.insert()));
+    group.finish();
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("keyed") if args.len() >= 3 => {
+            let calls = args[2].parse().expect("CALLS is a number");
+            let blocks = args.get(3).and_then(|b| b.parse().ok()).unwrap_or(10);
+            keyed_mode(
+                Path::new(&args[1]),
+                calls,
+                blocks,
+                args.get(4).map(Path::new),
+            );
+        }
+        _ => {
+            let mut c = Criterion::default().configure_from_args();
+            criterion_benches(&mut c);
+            c.final_summary();
+        }
+    }
+}
+
+/// One JSON line on standard output, for the script that runs this bench.
+fn emit(value: serde_json::Value) {
+    use std::io::Write;
+    writeln!(std::io::stdout().lock(), "{value}").expect("write to stdout");
+}
