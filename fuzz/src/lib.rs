@@ -460,11 +460,11 @@ pub fn query(fixture: &QueryFixture, data: &[u8]) {
         0 | 1 => ChunkFilter::default(),
         2 => ChunkFilter {
             path_prefix: Some("handbook/".into()),
-            tags: Vec::new(),
+            ..ChunkFilter::default()
         },
         _ => ChunkFilter {
-            path_prefix: None,
             tags: vec!["ops".into()],
+            ..ChunkFilter::default()
         },
     };
     let request = SearchRequest {

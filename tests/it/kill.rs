@@ -85,12 +85,23 @@ fn sigkill_at_random_moments_on_a_real_corpus_heals() {
             &format!("# Round {round}\n\nNew in round {round}.\n"),
         );
         let renamed = pick(&mut rng);
-        let _ = std::fs::rename(&renamed, renamed.with_extension(format!("r{round}.md")));
+        let target = renamed.with_extension(format!("r{round}.md"));
+        if std::fs::rename(&renamed, &target).is_ok() {
+            files.push(target);
+        }
+        files.push(env.docs.join(format!("soak/new-{round}.md")));
+        // The folder keeps its size: a long soak never runs out of files to change.
         files.retain(|f| f.exists());
         round += 1;
         if round % check_every == 0 {
             heal_and_compare(&env, &docs, round);
             checks += 1;
+            if secs > 0 {
+                eprintln!(
+                    "sigkill soak: {round} rounds, {killed} killed mid-run, {checks} checks passed, {:.0?}",
+                    soak_started.elapsed()
+                );
+            }
         }
     }
     if round == 0 || round % check_every != 0 {
