@@ -376,23 +376,7 @@ fn as_user(env: &Env, args: &[&str]) -> Output {
 fn user_export(env: &Env) -> BTreeMap<String, Vec<String>> {
     let output = as_user(env, &["export"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
-    text(&output.stdout)
-        .lines()
-        .map(|line| {
-            let value: Value = serde_json::from_str(line).expect("export line is JSON");
-            let mut paths: Vec<String> = value["paths"]
-                .as_array()
-                .expect("paths")
-                .iter()
-                .map(|p| p.as_str().expect("path").to_string())
-                .collect();
-            paths.sort();
-            (
-                value["chunk_id"].as_str().expect("chunk_id").to_string(),
-                paths,
-            )
-        })
-        .collect()
+    crate::support::parse_export(&text(&output.stdout))
 }
 
 fn user_json(env: &Env, args: &[&str]) -> Value {

@@ -141,8 +141,13 @@ impl Env {
 fn export_of(env: &Env) -> BTreeMap<String, Vec<String>> {
     let output = env.run(&["export"]);
     assert_success(&output, &["export"]);
+    parse_export(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// `export`'s output as chunk ID to sorted paths; a chunk listed twice fails the test.
+pub fn parse_export(text: &str) -> BTreeMap<String, Vec<String>> {
     let mut chunks = BTreeMap::new();
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
+    for line in text.lines() {
         let value: Value = serde_json::from_str(line).expect("export line is JSON");
         let id = value["chunk_id"].as_str().expect("chunk_id").to_string();
         let mut paths: Vec<String> = value["paths"]
