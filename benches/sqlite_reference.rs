@@ -3,8 +3,8 @@
 //! A keyed call (`groundidx::keys::Agent::call`, as `mcp` and `serve` make it, with a new key
 //! each time) looks its key up, runs `search_docs`, and writes the key record, an audit row and a
 //! usage row in one `BEGIN IMMEDIATE` transaction. The reference makes the same number of
-//! transactions of the same three rows (same tables, columns, indexes and sizes, the response
-//! blob as long as a real answer) with the same SQLite build (rusqlite's bundled one, linked into
+//! transactions of the same three rows (in the tables of a fresh groundidx ledger, so the same
+//! columns and indexes; the response blob as long as a real answer) with the same SQLite build (rusqlite's bundled one, linked into
 //! this same binary), the same pragmas (`journal_mode = WAL`, `synchronous = FULL`) and a
 //! database on the same file system, and does nothing else: no lookup, no quota count, no
 //! search. With `synchronous = FULL` both pay one WAL fsync per transaction.
@@ -27,51 +27,6 @@ use groundidx::ingest::{IngestConfig, NoProgress, ingest};
 use groundidx::keys::{Agent, AgentConfig, RateLimit, ToolCall};
 use groundidx::store::{LockWait, Store};
 
-/// The agent path's tables as `src/ledger/schema.rs` creates them.
-const SCHEMA: &str = "
-CREATE TABLE idempotency_keys (
-    scope            TEXT NOT NULL,
-    key              TEXT NOT NULL CHECK (length(key) BETWEEN 1 AND 255),
-    tool             TEXT NOT NULL,
-    fingerprint      BLOB NOT NULL,
-    status           TEXT NOT NULL CHECK (status IN ('completed')),
-    response         BLOB NOT NULL,
-    is_error         INTEGER NOT NULL,
-    index_generation INTEGER NOT NULL,
-    created_at       INTEGER NOT NULL,
-    expires_at       INTEGER NOT NULL,
-    PRIMARY KEY (scope, key)
-) WITHOUT ROWID;
-CREATE TABLE audit_events (
-    event_id    INTEGER PRIMARY KEY,
-    scope       TEXT NOT NULL,
-    key         TEXT NOT NULL,
-    key_source  TEXT NOT NULL,
-    tool        TEXT NOT NULL,
-    fingerprint BLOB NOT NULL,
-    arguments   TEXT NOT NULL,
-    outcome     TEXT NOT NULL,
-    n_hits      INTEGER NOT NULL,
-    index_generation INTEGER NOT NULL,
-    created_at  INTEGER NOT NULL,
-    UNIQUE (scope, key)
-);
-CREATE INDEX audit_events_by_time ON audit_events(created_at);
-CREATE TABLE usage_events (
-    usage_id     INTEGER PRIMARY KEY,
-    scope        TEXT NOT NULL,
-    key          TEXT NOT NULL,
-    units        INTEGER NOT NULL,
-    window_start INTEGER NOT NULL,
-    window_secs  INTEGER NOT NULL,
-    created_at   INTEGER NOT NULL,
-    UNIQUE (scope, key)
-);
-CREATE INDEX usage_events_by_window ON usage_events(scope, window_start);
-CREATE INDEX usage_events_by_time ON usage_events(created_at);
-CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys(expires_at);
-";
-
 const QUERIES: [&str; 6] = [
     "rotate the signing key",
     "install on linux",
@@ -88,14 +43,17 @@ struct Bare {
 }
 
 impl Bare {
-    fn open(path: &Path, response_len: usize) -> Bare {
-        let _ = std::fs::remove_file(path);
-        let conn = Connection::open(path).expect("open reference db");
+    /// A new, empty groundidx store at `dir`, so the reference writes into exactly the tables
+    /// (columns, constraints, indexes) the ledger's schema makes, opened with bare SQLite.
+    fn open(dir: &Path, response_len: usize) -> Bare {
+        let _ = std::fs::remove_dir_all(dir);
+        let (store, _) = Store::open(dir, LockWait::NoWait).expect("create the reference store");
+        store.close().expect("close the reference store");
+        let conn = Connection::open(dir.join("ledger.sqlite")).expect("open reference db");
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
         )
         .expect("pragmas");
-        conn.execute_batch(SCHEMA).expect("schema");
         Bare {
             conn,
             response: vec![b'x'; response_len],
@@ -223,7 +181,7 @@ fn keyed_mode(store: &Path, calls: usize, blocks: usize, queries: Option<&Path>)
     let reference_db = store
         .parent()
         .unwrap_or(Path::new("."))
-        .join("sqlite-reference.sqlite");
+        .join("sqlite-reference");
     let mut bare = Bare::open(&reference_db, response_len);
     bare.insert();
     let per_block = (calls / blocks.max(1)).max(1);
@@ -281,7 +239,7 @@ fn criterion_benches(c: &mut Criterion) {
     store.close().expect("close");
     let mut keyed = Keyed::open(&store_dir);
     let response_len = keyed.call();
-    let mut bare = Bare::open(&tmp.path().join("reference.sqlite"), response_len);
+    let mut bare = Bare::open(&tmp.path().join("reference"), response_len);
     let mut group = c.benchmark_group("keyed-call");
     group.bench_function("groundidx-search_docs", |b| b.iter(|| keyed.call()));
     group.bench_function("bare-sqlite-3-inserts", |b| b.iter(|| bare.insert()));
