@@ -1,4 +1,5 @@
-//! Named crash points, for the crash tests.
+//! Named crash points, for the crash tests, which are also pause points for the tests of
+//! changes made to the tree during a run.
 //!
 //! `crash_point("name")` aborts the process on the spot (a real process exit, as `kill -9`
 //! would end it, with no destructors and no rollback in our code) when the environment variable
@@ -7,12 +8,23 @@
 //!
 //! The library never exits otherwise; this is the one test hook that does, and every point is
 //! listed in `CRASH_POINTS` so a test can visit them all.
+//!
+//! `GROUNDIDX_PAUSE_AT=name@DIR` makes the point a pause instead: the process creates
+//! `DIR/paused` and waits until `DIR/resume` exists, so a test can change the tree at exactly
+//! that moment (between planning and reading, say). A pause that is never resumed aborts after
+//! `PAUSE_LIMIT`, so a broken test cannot leave a process behind.
 
+use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// The environment variable that arms a crash point.
 pub const CRASH_ENV: &str = "GROUNDIDX_CRASH_AT";
+/// The environment variable that arms a pause point: `name@DIR`.
+pub const PAUSE_ENV: &str = "GROUNDIDX_PAUSE_AT";
+/// How long a pause waits for `DIR/resume` before it aborts the process.
+pub const PAUSE_LIMIT: Duration = Duration::from_secs(120);
 
 /// Every crash point, in the order a run reaches them.
 pub const CRASH_POINTS: &[&str] = &[
@@ -42,8 +54,17 @@ struct Armed {
 
 static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
 
-/// Aborts the process here if `GROUNDIDX_CRASH_AT` names this point.
+struct Pause {
+    name: String,
+    dir: PathBuf,
+}
+
+static PAUSE: OnceLock<Option<Pause>> = OnceLock::new();
+
+/// Aborts the process here if `GROUNDIDX_CRASH_AT` names this point, and waits here if
+/// `GROUNDIDX_PAUSE_AT` does.
 pub fn crash_point(name: &str) {
+    pause_point(name);
     debug_assert!(CRASH_POINTS.contains(&name), "unlisted crash point {name}");
     let armed = ARMED.get_or_init(|| {
         let value = std::env::var(CRASH_ENV).ok()?;
@@ -62,5 +83,33 @@ pub fn crash_point(name: &str) {
         && armed.hits.fetch_add(1, Ordering::Relaxed) + 1 == armed.nth
     {
         std::process::abort();
+    }
+}
+
+/// Waits at this point, when `GROUNDIDX_PAUSE_AT` names it, until the test says go on.
+fn pause_point(name: &str) {
+    let pause = PAUSE.get_or_init(|| {
+        let value = std::env::var(PAUSE_ENV).ok()?;
+        let (name, dir) = value.split_once('@')?;
+        Some(Pause {
+            name: name.to_string(),
+            dir: PathBuf::from(dir),
+        })
+    });
+    let Some(pause) = pause else {
+        return;
+    };
+    if pause.name != name {
+        return;
+    }
+    if std::fs::write(pause.dir.join("paused"), std::process::id().to_string()).is_err() {
+        std::process::abort();
+    }
+    let started = Instant::now();
+    while !pause.dir.join("resume").exists() {
+        if started.elapsed() > PAUSE_LIMIT {
+            std::process::abort();
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }

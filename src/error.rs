@@ -28,6 +28,12 @@ pub enum Error {
         expected: i64,
     },
 
+    /// The store's ledger file is some other program's SQLite database; it is left untouched.
+    #[error(
+        "{path} is not a groundidx ledger: it holds tables of another program; left untouched\nhint: pass a --store folder of groundidx's own (a new or empty folder is fine)"
+    )]
+    NotALedger { path: PathBuf },
+
     /// No store exists where one was expected (a reader never creates one).
     #[error(
         "no groundidx store at {path}\nhint: run `groundidx ingest DIR` first, or pass --store"

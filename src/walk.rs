@@ -4,10 +4,17 @@
 //! globs, never follows a symbolic link out of the root (nor any link to a folder), and skips
 //! anything that is not a regular file with a warning. It reads no file contents; it records
 //! the folders and files it could not read so that deletions under them are held back.
+//!
+//! It also opens the root folder itself, once: every file is later opened relative to that
+//! handle, one component at a time and never through a link (`ingest::read`), so a folder
+//! swapped for a link after the walk cannot lead a read out of the root.
 
 use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use rustix::fs::{Mode, OFlags};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Serialize;
@@ -16,10 +23,15 @@ use crate::chunk::DocKind;
 use crate::error::{Error, Result};
 
 /// The stat fields the ledger's cache compares to decide whether a file must be read.
+///
+/// Times are ns since the epoch, saturated at the ends of `i64` (the years 1677 and 2262): a
+/// file system may hold any 64-bit second count. The ctime is there because a user can set
+/// the mtime back (`touch -d`) but not the ctime, which moves on every write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileStat {
     pub size: u64,
     pub mtime_ns: i64,
+    pub ctime_ns: i64,
     pub inode: u64,
 }
 
@@ -104,15 +116,19 @@ impl Excludes {
 pub struct WalkedFile {
     /// Relative to the root, with `/` separators: the source's name in the ledger.
     pub rel_path: String,
-    /// What to open: the entry itself, or for a link inside the root, its canonical target.
-    pub read_path: PathBuf,
+    /// What to open, relative to the root with `/` separators: the entry itself, or for a
+    /// link inside the root, its canonical target.
+    pub read_path: String,
     pub kind: DocKind,
     pub stat: FileStat,
 }
 
 /// What a walk found.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Walk {
+    /// The root folder, opened once; `None` (with a warning) when it could not be opened, and
+    /// then `files` is empty.
+    pub root_dir: Option<OwnedFd>,
     pub files: Vec<WalkedFile>,
     pub warnings: Vec<Warning>,
     /// Relative paths (files or folders) that could not be read.
@@ -139,6 +155,23 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
         return Err(Error::Usage(format!("{} is not a folder", root.display())));
     }
     let mut walk = Walk::default();
+    let root_name = root.display().to_string();
+    match rustix::fs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(dir) => walk.root_dir = Some(dir),
+        Err(err) => {
+            let err = std::io::Error::from(err);
+            walk.warnings.push(Warning::unreadable(
+                &root_name,
+                format!("cannot read the folder: {err}; nothing under it is read or deleted"),
+            ));
+            walk.unreadable.push(String::new());
+            return Ok(walk);
+        }
+    }
     let entries = walkdir::WalkDir::new(root)
         .follow_links(false)
         .sort_by_file_name()
@@ -168,7 +201,9 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
                     Some(io) => format!("cannot read: {io}"),
                     None => format!("cannot read: {err}"),
                 };
-                walk.warnings.push(Warning::unreadable(&rel, message));
+                // The root itself is named by its full path: an empty name says nothing.
+                let named = if rel.is_empty() { &root_name } else { &rel };
+                walk.warnings.push(Warning::unreadable(named, message));
                 walk.unreadable.push(rel);
                 continue;
             }
@@ -206,8 +241,8 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
         };
         match entry.metadata() {
             Ok(meta) => walk.files.push(WalkedFile {
+                read_path: rel.clone(),
                 rel_path: rel,
-                read_path: entry.path().to_path_buf(),
                 kind,
                 stat: stat_of(&meta),
             }),
@@ -225,9 +260,17 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
 pub fn stat_of(meta: &std::fs::Metadata) -> FileStat {
     FileStat {
         size: meta.len(),
-        mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+        mtime_ns: time_ns(meta.mtime(), meta.mtime_nsec()),
+        ctime_ns: time_ns(meta.ctime(), meta.ctime_nsec()),
         inode: meta.ino(),
     }
+}
+
+/// Seconds and nanoseconds as ns since the epoch, saturated: an mtime in the year 2400 is
+/// legal on ext4 and would overflow an `i64` of ns. A saturated mtime lies after every
+/// recording, so the racy-clean rule reads such a file on every run rather than trust it.
+pub fn time_ns(secs: i64, nsecs: i64) -> i64 {
+    secs.saturating_mul(1_000_000_000).saturating_add(nsecs)
 }
 
 /// A symbolic link inside the root: indexed under its own name when it leads to a document
@@ -264,9 +307,16 @@ fn follow_link(
     if !meta.is_file() {
         return None;
     }
+    let Some(read_path) = relative(root, &target) else {
+        walk.warnings.push(Warning::skipped(
+            rel,
+            "symbolic link leads to a name that is not valid UTF-8; skipped",
+        ));
+        return None;
+    };
     Some(WalkedFile {
         rel_path: rel.to_string(),
-        read_path: target,
+        read_path,
         kind,
         stat: stat_of(&meta),
     })

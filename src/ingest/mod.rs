@@ -11,6 +11,7 @@ mod plan;
 mod read;
 
 use std::collections::{HashMap, HashSet};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -26,7 +27,7 @@ use crate::ledger::{Batch, NewDocument, SourceUpsert};
 use crate::store::Store;
 use crate::walk::{Excludes, Warning, WarningKind};
 
-pub use plan::{RootPlan, plan_root};
+pub use plan::{PlanConfig, RootPlan, plan_root};
 pub use read::{ReadOutcome, read_file};
 
 /// Files larger than this are skipped with a warning unless `--max-file-size` says otherwise.
@@ -134,16 +135,16 @@ fn ingest_roots(
     let started = Instant::now();
     let excludes = Excludes::new(&config.excludes)?;
     progress.phase("walk", 0);
+    let plan_config = PlanConfig {
+        excludes: &excludes,
+        rehash: config.rehash,
+        allow_mass_delete: config.allow_mass_delete,
+        max_file_size: config.max_file_size,
+    };
     let mut plans = Vec::with_capacity(roots.len());
     for root in roots {
         let canonical = canonical_root(root)?;
-        plans.push(plan_root(
-            store.ledger(),
-            &canonical,
-            &excludes,
-            config.rehash,
-            config.allow_mass_delete,
-        )?);
+        plans.push(plan_root(store.ledger(), &canonical, &plan_config)?);
     }
     crash_point("ingest.after_plan");
     tracing::info!(
@@ -226,11 +227,20 @@ fn run_root(
     // Content added under a new path in this run, for telling renames from removals.
     let mut added_docs: HashMap<DocHash, u64> = HashMap::new();
 
+    let root_dir = plan.root_dir.as_ref().map(|dir| dir.as_fd());
     for files in plan.to_read.chunks(config.batch_files.max(1)) {
         let outcomes: Vec<ReadOutcome> = files
             .par_iter()
             .map(|file| {
-                let outcome = read_file(file, config.max_file_size);
+                // The walk finds no file under a root it could not open; this only keeps the
+                // two in step without a panic.
+                let outcome = match root_dir {
+                    Some(dir) => read_file(dir, file, config.max_file_size),
+                    None => ReadOutcome::NotIndexed(Warning::unreadable(
+                        &file.rel_path,
+                        "the folder it is under could not be opened",
+                    )),
+                };
                 progress.advance(1);
                 outcome
             })

@@ -1,10 +1,16 @@
 //! Planning a run over one root: walk, compare every stat with the ledger's cache, and decide
 //! which files to read and which sources to delete. Planning writes nothing.
+//!
+//! It reads a file only to prove a rename for the mass-delete guard: a path gone and a new path
+//! with its inode count as a move only when the new file holds the old content, since a file
+//! system reuses the inodes of deleted files for new ones.
 
 use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::ingest::read::{ReadOutcome, read_file};
 use crate::ledger::{Ledger, RootId, SourceRecord};
 use crate::walk::{self, Excludes, WalkedFile, Warning};
 
@@ -20,6 +26,9 @@ pub struct RootPlan {
     pub root: PathBuf,
     /// The root as the ledger names it.
     pub root_key: String,
+    /// The root folder, opened once by the walk; every file is read relative to it. `None`
+    /// only when it could not be opened, and then `to_read` is empty.
+    pub root_dir: Option<OwnedFd>,
     pub root_id: Option<RootId>,
     /// What the ledger knew of every path under the root before the run.
     pub known: HashMap<String, SourceRecord>,
@@ -34,14 +43,19 @@ pub struct RootPlan {
     pub warnings: Vec<Warning>,
 }
 
+/// How a root is planned.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanConfig<'a> {
+    pub excludes: &'a Excludes,
+    /// Ignore the stat cache.
+    pub rehash: bool,
+    pub allow_mass_delete: bool,
+    /// Files over this size are not read, here to prove a rename either.
+    pub max_file_size: u64,
+}
+
 /// Plans one root. `root` must be canonical.
-pub fn plan_root(
-    ledger: &Ledger,
-    root: &Path,
-    excludes: &Excludes,
-    rehash: bool,
-    allow_mass_delete: bool,
-) -> Result<RootPlan> {
+pub fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Result<RootPlan> {
     let root_key = root
         .to_str()
         .ok_or_else(|| Error::Usage(format!("folder name {} is not valid UTF-8", root.display())))?
@@ -51,14 +65,14 @@ pub fn plan_root(
         Some(id) => ledger.sources_of_root(id)?,
         None => HashMap::new(),
     };
-    let walked = walk::walk(root, excludes)?;
+    let walked = walk::walk(root, config.excludes)?;
     let mut to_read = Vec::new();
     let mut unchanged = 0;
     let mut seen: HashSet<&str> = HashSet::with_capacity(walked.files.len());
     for file in &walked.files {
         seen.insert(file.rel_path.as_str());
         match known.get(&file.rel_path) {
-            Some(record) if !rehash && is_clean(record, file) => unchanged += 1,
+            Some(record) if !config.rehash && is_clean(record, file) => unchanged += 1,
             _ => to_read.push(file.clone()),
         }
     }
@@ -75,17 +89,10 @@ pub fn plan_root(
         }
     }
     to_delete.sort();
-    if !allow_mass_delete {
-        // A file moved within the root keeps its inode; such deletions are renames, not losses.
-        let new_inodes: HashSet<u64> = to_read
-            .iter()
-            .filter(|file| !known.contains_key(&file.rel_path))
-            .map(|file| file.stat.inode)
-            .collect();
-        let removing = to_delete
-            .iter()
-            .filter(|path| !new_inodes.contains(&known[*path].stat.inode))
-            .count();
+    // Counting renames costs reads, so only a run that could trip the guard counts them.
+    if !config.allow_mass_delete && to_delete.len() * 2 > known.len() {
+        let removing =
+            to_delete.len() - proven_renames(&walked, &known, &to_delete, &to_read, config);
         if removing > 0 && removing * 2 > known.len() {
             return Err(Error::MassDelete {
                 root: root.to_path_buf(),
@@ -97,6 +104,7 @@ pub fn plan_root(
     Ok(RootPlan {
         root: root.to_path_buf(),
         root_key,
+        root_dir: walked.root_dir,
         root_id,
         known,
         to_read,
@@ -107,8 +115,116 @@ pub fn plan_root(
     })
 }
 
-/// True when the cached stat vouches for the file: same size, mtime and inode, and the mtime
-/// was safely in the past when the stat was recorded.
+/// How many of `to_delete` are files moved within the root: a new path holds the deleted
+/// path's inode *and* its content. The inode alone proves nothing, since a file system hands
+/// the inodes of deleted files to new ones; the size is compared first, and only a file of the
+/// same size is read and hashed.
+fn proven_renames(
+    walked: &walk::Walk,
+    known: &HashMap<String, SourceRecord>,
+    to_delete: &[String],
+    to_read: &[WalkedFile],
+    config: &PlanConfig<'_>,
+) -> usize {
+    let Some(root_dir) = walked.root_dir.as_ref() else {
+        return 0;
+    };
+    let new_by_inode: HashMap<u64, &WalkedFile> = to_read
+        .iter()
+        .filter(|file| !known.contains_key(&file.rel_path))
+        .map(|file| (file.stat.inode, file))
+        .collect();
+    to_delete
+        .iter()
+        .filter(|path| {
+            let record = &known[path.as_str()];
+            let Some(file) = new_by_inode.get(&record.stat.inode) else {
+                return false;
+            };
+            if file.stat.size != record.stat.size {
+                return false;
+            }
+            match read_file(root_dir.as_fd(), file, config.max_file_size) {
+                ReadOutcome::Text { doc_hash, .. } => doc_hash == record.doc_hash,
+                ReadOutcome::NotIndexed(_) => false,
+            }
+        })
+        .count()
+}
+
+/// True when the cached stat vouches for the file: same size, mtime, ctime and inode, and both
+/// times were safely in the past when the stat was recorded. A store written before the ctime
+/// was kept has 0 for it, which no file matches, so such a file is read once more.
 fn is_clean(record: &SourceRecord, file: &WalkedFile) -> bool {
-    record.stat == file.stat && file.stat.mtime_ns + RACY_WINDOW_NS < record.recorded_ns
+    let latest = file.stat.mtime_ns.max(file.stat.ctime_ns);
+    record.stat == file.stat && latest.saturating_add(RACY_WINDOW_NS) < record.recorded_ns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_clean;
+    use crate::chunk::DocKind;
+    use crate::ids::DocHash;
+    use crate::ledger::SourceRecord;
+    use crate::walk::{FileStat, WalkedFile};
+
+    const SECOND: i64 = 1_000_000_000;
+
+    fn check(recorded: FileStat, recorded_ns: i64, now: FileStat, expect: bool) {
+        let record = SourceRecord {
+            doc_hash: DocHash::from_slice(&[7; 32]).expect("32 bytes"),
+            stat: recorded,
+            recorded_ns,
+        };
+        let file = WalkedFile {
+            rel_path: "a.md".into(),
+            read_path: "a.md".into(),
+            kind: DocKind::Markdown,
+            stat: now,
+        };
+        assert_eq!(
+            is_clean(&record, &file),
+            expect,
+            "{recorded:?} then {now:?}"
+        );
+    }
+
+    fn stat(size: u64, mtime_s: i64, ctime_s: i64, inode: u64) -> FileStat {
+        FileStat {
+            size,
+            mtime_ns: mtime_s * SECOND,
+            ctime_ns: ctime_s * SECOND,
+            inode,
+        }
+    }
+
+    #[test]
+    fn the_stat_cache_compares_size_times_and_inode() {
+        let old = stat(10, 100, 100, 1);
+        check(old, 200 * SECOND, old, true);
+        check(old, 200 * SECOND, stat(11, 100, 100, 1), false);
+        check(old, 200 * SECOND, stat(10, 101, 101, 1), false);
+        // Rewritten in place and `touch -d` back: only the ctime shows it.
+        check(old, 200 * SECOND, stat(10, 100, 150, 1), false);
+        check(old, 200 * SECOND, stat(10, 100, 100, 2), false);
+        // A store of the previous schema kept no ctime.
+        check(stat(10, 100, 0, 1), 200 * SECOND, old, false);
+    }
+
+    #[test]
+    fn racy_and_future_times_are_read_again() {
+        let old = stat(10, 100, 100, 1);
+        check(old, 101 * SECOND, old, false);
+        check(
+            stat(10, 100, 199, 1),
+            200 * SECOND,
+            stat(10, 100, 199, 1),
+            false,
+        );
+        let future = FileStat {
+            mtime_ns: i64::MAX,
+            ..old
+        };
+        check(future, 200 * SECOND, future, false);
+    }
 }

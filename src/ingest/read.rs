@@ -1,13 +1,20 @@
 //! Reading one document file: open it safely, read it, hash it, decode it.
 //!
-//! The file is opened with `O_NOFOLLOW | O_NONBLOCK`, so a path that turned into a link or a
-//! FIFO after the walk is refused instead of followed or waited on, and its stat is taken from
-//! the open descriptor before and after the read: a file that changed meanwhile is reported and
-//! read again on the next run, never recorded half-written.
+//! The file is opened relative to the root folder's handle, one path component at a time:
+//! each folder with `O_DIRECTORY | O_NOFOLLOW`, the file itself with `O_NOFOLLOW | O_NONBLOCK`.
+//! So a folder or file that turned into a link after the walk is refused instead of followed
+//! (however the tree changes, a read never leaves the root), and a FIFO is not waited on.
+//! The stat is taken from the open descriptor before and after the read: a file that changed
+//! meanwhile is reported and read again on the next run, never recorded half-written.
+//!
+//! A file with a NUL byte anywhere is binary and skipped: a NUL never reaches chunk text.
 
-use std::fs::OpenOptions;
+use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
 
 use crate::clock;
 use crate::ids::{self, DocHash};
@@ -27,25 +34,38 @@ pub enum ReadOutcome {
     NotIndexed(Warning),
 }
 
-/// Reads `file`, refusing anything over `max_size` bytes.
-pub fn read_file(file: &WalkedFile, max_size: u64) -> ReadOutcome {
+/// Reads `file` under the root folder `root_dir`, refusing anything over `max_size` bytes.
+pub fn read_file(root_dir: BorrowedFd<'_>, file: &WalkedFile, max_size: u64) -> ReadOutcome {
     let rel = file.rel_path.as_str();
-    let opened = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(&file.read_path);
-    let mut handle = match opened {
-        Ok(handle) => handle,
-        Err(err) if err.raw_os_error() == Some(libc::ELOOP) => {
+    let mut handle = match open_beneath(root_dir, &file.read_path) {
+        Ok(fd) => File::from(fd),
+        Err(Opening::File(Errno::LOOP)) => {
             return ReadOutcome::NotIndexed(Warning::skipped(
                 rel,
                 "became a symbolic link after the walk; not followed",
             ));
         }
-        Err(err) => {
+        Err(Opening::Folder(folder, Errno::LOOP | Errno::NOTDIR)) => {
             return ReadOutcome::NotIndexed(Warning::unreadable(
                 rel,
-                format!("cannot open: {err}"),
+                format!(
+                    "folder {folder} became a symbolic link or a file after the walk; not followed, read again on the next run"
+                ),
+            ));
+        }
+        Err(Opening::Folder(folder, errno)) => {
+            return ReadOutcome::NotIndexed(Warning::unreadable(
+                rel,
+                format!(
+                    "cannot open folder {folder}: {}",
+                    std::io::Error::from(errno)
+                ),
+            ));
+        }
+        Err(Opening::File(errno)) => {
+            return ReadOutcome::NotIndexed(Warning::unreadable(
+                rel,
+                format!("cannot open: {}", std::io::Error::from(errno)),
             ));
         }
     };
@@ -83,9 +103,13 @@ pub fn read_file(file: &WalkedFile, max_size: u64) -> ReadOutcome {
             "changed while being read; it will be read again on the next run",
         ));
     }
-    let sniff = &bytes[..bytes.len().min(8192)];
-    if sniff.contains(&0) {
-        return ReadOutcome::NotIndexed(Warning::skipped(rel, "binary data (NUL bytes); skipped"));
+    // The whole file, not a prefix: a NUL after the first few KB would reach chunk text
+    // (`<[u8]>::contains` is a memchr, so this costs next to nothing beside the hash).
+    if let Some(at) = bytes.iter().position(|byte| *byte == 0) {
+        return ReadOutcome::NotIndexed(Warning::skipped(
+            rel,
+            format!("binary data (a NUL byte at byte {at}); skipped"),
+        ));
     }
     let doc_hash = ids::doc_hash(&bytes);
     match String::from_utf8(bytes) {
@@ -103,4 +127,51 @@ pub fn read_file(file: &WalkedFile, max_size: u64) -> ReadOutcome {
             ),
         )),
     }
+}
+
+/// Why `open_beneath` failed: at a folder on the way (named relative to the root), or at the
+/// file itself.
+enum Opening {
+    Folder(String, Errno),
+    File(Errno),
+}
+
+/// Opens `rel_path` (relative, `/` separators) under `root_dir` without following any link:
+/// every folder on the way is opened from its parent's handle with `O_NOFOLLOW`, so no
+/// component can lead out of the root, whatever was swapped since the walk.
+fn open_beneath(root_dir: BorrowedFd<'_>, rel_path: &str) -> Result<OwnedFd, Opening> {
+    let mut parts: Vec<&str> = rel_path.split('/').collect();
+    let file_name = parts.pop().unwrap_or_default();
+    let mut folder: Option<OwnedFd> = None;
+    for (depth, part) in parts.iter().enumerate() {
+        let named = || parts[..=depth].join("/");
+        if !is_plain_name(part) {
+            return Err(Opening::Folder(named(), Errno::INVAL));
+        }
+        let parent = folder.as_ref().map_or(root_dir, |fd| fd.as_fd());
+        let opened = rustix::fs::openat(
+            parent,
+            *part,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|errno| Opening::Folder(named(), errno))?;
+        folder = Some(opened);
+    }
+    if !is_plain_name(file_name) {
+        return Err(Opening::File(Errno::INVAL));
+    }
+    let parent = folder.as_ref().map_or(root_dir, |fd| fd.as_fd());
+    rustix::fs::openat(
+        parent,
+        file_name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(Opening::File)
+}
+
+/// A name `openat` takes as one entry of the folder: not empty, not `.` or `..`.
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains('\0')
 }

@@ -174,6 +174,14 @@ impl Ledger {
             .map_err(sql_error(format!("open {}", path.display())))?;
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(sql_error("set busy timeout"))?;
+        // Before any pragma: `journal_mode = WAL` rewrites the file's header, and a database
+        // of another program (or of an unknown version) must be left exactly as it was.
+        let found = schema::found(&conn)?;
+        if access == Access::ReadOnly {
+            schema::check(found, path)?;
+        } else {
+            schema::refuse_unless_ours(found, path)?;
+        }
         // Without the query planner stability guarantee, SQLite marks a statement whose plan
         // could depend on a bound value (a join with `= ?1`, as in `sources_of_chunk`) to be
         // prepared again on every new binding, so a cached statement was parsed and planned
@@ -189,9 +197,9 @@ impl Ledger {
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
             )
             .map_err(sql_error("set pragmas"))?;
-            schema::create_or_check(&mut conn, path)?;
-        } else {
-            schema::check(&conn, path)?;
+            if found != schema::Found::Ledger(SCHEMA_VERSION) {
+                schema::create_or_upgrade(&mut conn, path)?;
+            }
         }
         Ok(Ledger {
             conn,
@@ -248,7 +256,7 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT path, doc_hash, size, mtime_ns, inode, recorded_ns
+                "SELECT path, doc_hash, size, mtime_ns, ctime_ns, inode, recorded_ns
                  FROM sources WHERE root_id = ?1",
             )
             .map_err(sql_error("read sources"))?;
@@ -261,9 +269,10 @@ impl Ledger {
                         stat: FileStat {
                             size: row.get::<_, i64>(2)? as u64,
                             mtime_ns: row.get(3)?,
-                            inode: row.get::<_, i64>(4)? as u64,
+                            ctime_ns: row.get(4)?,
+                            inode: row.get::<_, i64>(5)? as u64,
                         },
-                        recorded_ns: row.get(5)?,
+                        recorded_ns: row.get(6)?,
                     },
                 ))
             })
@@ -593,10 +602,12 @@ impl BatchWriter<'_> {
         let mut stmt = self
             .tx
             .prepare_cached(
-                "INSERT INTO sources (root_id, path, doc_hash, size, mtime_ns, inode, recorded_ns)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                "INSERT INTO sources
+                   (root_id, path, doc_hash, size, mtime_ns, ctime_ns, inode, recorded_ns)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (root_id, path) DO UPDATE SET doc_hash = excluded.doc_hash,
-                   size = excluded.size, mtime_ns = excluded.mtime_ns, inode = excluded.inode,
+                   size = excluded.size, mtime_ns = excluded.mtime_ns,
+                   ctime_ns = excluded.ctime_ns, inode = excluded.inode,
                    recorded_ns = excluded.recorded_ns",
             )
             .map_err(sql_error("write source"))?;
@@ -606,6 +617,7 @@ impl BatchWriter<'_> {
             upsert.doc_hash.as_bytes(),
             upsert.stat.size as i64,
             upsert.stat.mtime_ns,
+            upsert.stat.ctime_ns,
             upsert.stat.inode as i64,
             upsert.recorded_ns,
         ])
@@ -632,7 +644,8 @@ impl BatchWriter<'_> {
     ) -> Result<()> {
         self.tx
             .prepare_cached(
-                "UPDATE sources SET size = ?3, mtime_ns = ?4, inode = ?5, recorded_ns = ?6
+                "UPDATE sources SET size = ?3, mtime_ns = ?4, ctime_ns = ?5, inode = ?6,
+                   recorded_ns = ?7
                  WHERE root_id = ?1 AND path = ?2",
             )
             .and_then(|mut stmt| {
@@ -641,6 +654,7 @@ impl BatchWriter<'_> {
                     path,
                     stat.size as i64,
                     stat.mtime_ns,
+                    stat.ctime_ns,
                     stat.inode as i64,
                     recorded_ns
                 ])

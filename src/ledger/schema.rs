@@ -1,6 +1,8 @@
 //! The ledger's schema, its version number and the migrations between versions.
 //!
-//! Opening a ledger of an unknown (newer) version is an error, never a silent rewrite.
+//! Opening a ledger of an unknown (newer) version is an error, never a silent rewrite; so is
+//! opening a database that is not a groundidx ledger at all (it has tables, but no
+//! `schema_version`), and both are told apart before anything writes to the file.
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -8,7 +10,19 @@ use crate::error::{Error, Result};
 use crate::ledger::sql_error;
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// The oldest version this build opens: older stores are upgraded in place by a writer, and
+/// read as they are by a reader (no reader query depends on what the upgrades add).
+const OLDEST_VERSION: i64 = 1;
+
+/// What each version adds to the one before, from version 2 on: `(version, SQL)`.
+const MIGRATIONS: &[(i64, &str)] = &[(
+    2,
+    // The stat cache keeps the ctime, which a user cannot set back. Rows from version 1 get 0,
+    // which no file's ctime matches, so each of their files is read once more.
+    "ALTER TABLE sources ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT 0;",
+)];
 
 const SCHEMA_V1: &str = "
 CREATE TABLE meta (
@@ -22,8 +36,8 @@ CREATE TABLE roots (
     path    TEXT NOT NULL UNIQUE
 );
 
--- Which path holds which content, plus the stat cache (size, mtime, inode) and when it was
--- recorded (for the racy-clean check).
+-- Which path holds which content, plus the stat cache (size, mtime, inode; ctime from
+-- version 2) and when it was recorded (for the racy-clean check).
 CREATE TABLE sources (
     root_id     INTEGER NOT NULL REFERENCES roots(root_id),
     path        TEXT NOT NULL,
@@ -132,56 +146,30 @@ CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys(expires_at);
 INSERT INTO meta (name, value) VALUES ('generation', 0), ('log_floor', 0);
 ";
 
-/// Creates the schema in an empty database, or checks the version of an existing one.
-pub fn create_or_check(conn: &mut Connection, path: &std::path::Path) -> Result<()> {
-    let found = version(conn)?;
-    match found {
-        None => {
-            let tx = conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(sql_error("create schema"))?;
-            // Another process may have created it between our check and our lock.
-            if version_in(&tx)?.is_none() {
-                tx.execute_batch(SCHEMA_V1)
-                    .map_err(sql_error("create schema"))?;
-                tx.execute(
-                    "INSERT INTO meta (name, value) VALUES ('schema_version', ?1)",
-                    [SCHEMA_VERSION],
-                )
-                .map_err(sql_error("create schema"))?;
-            }
-            tx.commit().map_err(sql_error("create schema"))?;
-            Ok(())
-        }
-        Some(v) if v == SCHEMA_VERSION => Ok(()),
-        Some(v) => Err(Error::SchemaVersion {
-            path: path.to_path_buf(),
-            found: v,
-            expected: SCHEMA_VERSION,
-        }),
+/// What a database file holds, found before anything writes to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// No tables at all: a new (or empty) file, safe to initialise.
+    Empty,
+    /// A groundidx ledger of this schema version.
+    Ledger(i64),
+    /// Tables, but not a groundidx ledger's.
+    Foreign,
+}
+
+/// Tells an empty database, a groundidx ledger (with its version) and anything else apart.
+/// It only reads.
+pub fn found(conn: &Connection) -> Result<Found> {
+    let n_tables: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(sql_error("read schema"))?;
+    if n_tables == 0 {
+        return Ok(Found::Empty);
     }
-}
-
-/// Checks the version of a ledger opened for reading only.
-pub fn check(conn: &Connection, path: &std::path::Path) -> Result<()> {
-    match version(conn)? {
-        Some(v) if v == SCHEMA_VERSION => Ok(()),
-        Some(v) => Err(Error::SchemaVersion {
-            path: path.to_path_buf(),
-            found: v,
-            expected: SCHEMA_VERSION,
-        }),
-        None => Err(Error::NoStore {
-            path: path.to_path_buf(),
-        }),
-    }
-}
-
-fn version(conn: &Connection) -> Result<Option<i64>> {
-    version_in(conn)
-}
-
-fn version_in(conn: &Connection) -> Result<Option<i64>> {
     let has_meta: bool = conn
         .query_row(
             "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
@@ -190,8 +178,9 @@ fn version_in(conn: &Connection) -> Result<Option<i64>> {
         )
         .map_err(sql_error("read schema version"))?;
     if !has_meta {
-        return Ok(None);
+        return Ok(Found::Foreign);
     }
+    // Someone else's `meta` table may have other columns: a failed query means foreign too.
     let version: Option<i64> = conn
         .query_row(
             "SELECT value FROM meta WHERE name = 'schema_version'",
@@ -199,6 +188,70 @@ fn version_in(conn: &Connection) -> Result<Option<i64>> {
             |row| row.get(0),
         )
         .optional()
-        .map_err(sql_error("read schema version"))?;
-    Ok(Some(version.unwrap_or(0)))
+        .unwrap_or(None);
+    Ok(version.map_or(Found::Foreign, Found::Ledger))
+}
+
+/// Refuses what a writer must not touch: a foreign database or an unknown version. Called
+/// before the first pragma, so a refused file is left byte for byte as it was.
+pub fn refuse_unless_ours(found: Found, path: &std::path::Path) -> Result<()> {
+    match found {
+        Found::Empty => Ok(()),
+        Found::Ledger(version) if (OLDEST_VERSION..=SCHEMA_VERSION).contains(&version) => Ok(()),
+        Found::Ledger(version) => Err(Error::SchemaVersion {
+            path: path.to_path_buf(),
+            found: version,
+            expected: SCHEMA_VERSION,
+        }),
+        Found::Foreign => Err(Error::NotALedger {
+            path: path.to_path_buf(),
+        }),
+    }
+}
+
+/// Creates the schema in an empty database, or upgrades an older one in place. The caller
+/// has checked the file with `refuse_unless_ours`.
+pub fn create_or_upgrade(conn: &mut Connection, path: &std::path::Path) -> Result<()> {
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(sql_error("create schema"))?;
+    // Another process may have created or upgraded it between our check and our lock.
+    let found = found(&tx)?;
+    refuse_unless_ours(found, path)?;
+    let from = match found {
+        Found::Ledger(version) => version,
+        _ => {
+            tx.execute_batch(SCHEMA_V1)
+                .map_err(sql_error("create schema"))?;
+            tx.execute(
+                "INSERT INTO meta (name, value) VALUES ('schema_version', 1)",
+                [],
+            )
+            .map_err(sql_error("create schema"))?;
+            1
+        }
+    };
+    if from == SCHEMA_VERSION {
+        return tx.commit().map_err(sql_error("create schema"));
+    }
+    for (version, sql) in MIGRATIONS.iter().filter(|(version, _)| *version > from) {
+        let context = || format!("upgrade {} to schema version {version}", path.display());
+        tx.execute_batch(sql).map_err(sql_error(context()))?;
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE name = 'schema_version'",
+            [version],
+        )
+        .map_err(sql_error(context()))?;
+    }
+    tx.commit().map_err(sql_error("upgrade schema"))
+}
+
+/// Checks a ledger opened for reading only.
+pub fn check(found: Found, path: &std::path::Path) -> Result<()> {
+    match found {
+        Found::Empty => Err(Error::NoStore {
+            path: path.to_path_buf(),
+        }),
+        other => refuse_unless_ours(other, path),
+    }
 }

@@ -26,6 +26,10 @@
 //!   nothing, never leak a file from outside the ingested folders, and the server keeps serving.
 //! - `faults`: a full disk, an unwritable or read-only store and a locked ledger fail clearly,
 //!   and the store heals once the fault is gone.
+//! - `hostile_tree`: a tree that changes under a run (folders swapped for links between the
+//!   walk and the read) or misbehaves (late NUL bytes, an unreadable root, the year 2400).
+//! - `stat_cache`: what the stat cache may conclude: ctime, reused inodes, the schema upgrade.
+//! - `foreign_store`: another program's SQLite file as the ledger is refused and left untouched.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
 
@@ -41,7 +45,9 @@ mod crash;
 mod deletion;
 mod edits;
 mod faults;
+mod foreign_store;
 mod fuzz_regressions;
+mod hostile_tree;
 mod kill;
 mod lock;
 mod malformed;
@@ -49,5 +55,6 @@ mod ops;
 mod prompt;
 mod reingest;
 mod search;
+mod stat_cache;
 mod tidy;
 mod verify;

@@ -1,0 +1,225 @@
+//! A tree that changes or misbehaves under a run: folders swapped for links between the walk
+//! and the read, NUL bytes past the first kilobytes, a root that cannot be read, times far in
+//! the future. No text from outside the folder is ever indexed, and every warning names a path.
+
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::support::Env;
+
+fn warnings(report: &serde_json::Value) -> Vec<(String, String)> {
+    report["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .map(|w| {
+            (
+                w["path"].as_str().expect("path").to_string(),
+                w["message"].as_str().expect("message").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until the paused run has created `DIR/paused`.
+fn wait_for_pause(pause: &Path, child: &mut std::process::Child) {
+    let started = Instant::now();
+    while !pause.join("paused").exists() {
+        if let Some(status) = child.try_wait().expect("poll the run") {
+            panic!("the run ended ({status}) before reaching its pause point");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the run never reached its pause point"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_folder_swapped_for_a_link_after_the_walk_is_never_read_through() {
+    let env = Env::empty();
+    for i in 0..30 {
+        env.write(
+            &format!("d/file-{i:02}.md"),
+            &format!("# File {i}\n\nPlain text {i}.\n"),
+        );
+    }
+    env.write(
+        "d/zz/notes.md",
+        "# Notes\n\nThe inside notes are harmless.\n",
+    );
+    env.write("top/a.md", "# Top\n\nThe inside top page.\n");
+    let elsewhere = env.tmp.path().join("elsewhere");
+    for (rel, text) in [
+        (
+            "zz/notes.md",
+            "# Notes\n\nThe outside secret is swordfish.\n",
+        ),
+        ("top/a.md", "# Top\n\nThe outside secret is marlin.\n"),
+    ] {
+        let path = elsewhere.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write outside file");
+    }
+    let pause = env.tmp.path().join("pause");
+    std::fs::create_dir(&pause).expect("mkdir pause");
+    let docs = env.docs.to_str().expect("utf-8");
+    let mut child = env
+        .command(&["ingest", docs, "--json"])
+        .env(
+            "GROUNDIDX_PAUSE_AT",
+            format!("ingest.after_plan@{}", pause.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ingest");
+    wait_for_pause(&pause, &mut child);
+    // Planned, not read yet: swap a folder deep down and one right under the root.
+    std::fs::rename(env.docs.join("d/zz"), env.docs.join("d/zz-orig")).expect("move");
+    symlink(elsewhere.join("zz"), env.docs.join("d/zz")).expect("link");
+    std::fs::rename(env.docs.join("top"), env.docs.join("top-orig")).expect("move");
+    symlink(elsewhere.join("top"), env.docs.join("top")).expect("link");
+    std::fs::write(pause.join("resume"), "").expect("resume");
+    let output = child.wait_with_output().expect("wait for ingest");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "a file that could not be read safely holds deletions back: {stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json report");
+    let found = warnings(&report);
+    for path in ["d/zz/notes.md", "top/a.md"] {
+        assert!(
+            found
+                .iter()
+                .any(|(p, m)| p == path && m.contains("symbolic link")),
+            "no warning for {path}: {found:?}"
+        );
+    }
+    let export = String::from_utf8_lossy(&env.run(&["export"]).stdout).to_string();
+    for secret in ["swordfish", "marlin"] {
+        assert!(
+            !export.contains(secret),
+            "outside text was indexed: {export}"
+        );
+        assert_eq!(env.search(secret, 5)["hits"], serde_json::json!([]));
+    }
+    assert!(
+        export.contains("Plain text 7"),
+        "the other files are indexed"
+    );
+    env.assert_verified();
+}
+
+#[test]
+fn a_nul_byte_anywhere_makes_a_file_binary() {
+    let env = Env::sample();
+    let mut late = b"# Late binary\n\n".to_vec();
+    while late.len() < 9_000 {
+        late.extend_from_slice(b"plain words before the zero byte. ");
+    }
+    late.extend_from_slice(b"\x00 and after it, lateword.\n");
+    std::fs::write(env.docs.join("late-nul.md"), &late).expect("write");
+    let report = env.ingest();
+    let found = warnings(&report);
+    assert!(
+        found
+            .iter()
+            .any(|(p, m)| p == "late-nul.md" && m.contains("binary")),
+        "{found:?}"
+    );
+    let export = env.run(&["export"]);
+    let text = String::from_utf8_lossy(&export.stdout);
+    assert!(!text.contains("\\u0000"), "a NUL reached chunk text");
+    assert!(!text.contains("lateword"), "the binary file was indexed");
+}
+
+fn is_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
+}
+
+#[test]
+fn an_unreadable_root_is_named_in_its_warning() {
+    let env = Env::sample();
+    std::fs::set_permissions(env.tmp.path(), std::fs::Permissions::from_mode(0o777))
+        .expect("chmod");
+    std::fs::set_permissions(&env.docs, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    let docs = env.docs.to_str().expect("utf-8");
+    let run = |args: &[&str]| {
+        let mut command = env.command(args);
+        if is_root() {
+            // Permissions do not bite root: run as nobody.
+            command.uid(65534).gid(65534);
+        }
+        command.output().expect("run")
+    };
+    let output = run(&["ingest", docs, "--json"]);
+    let text = run(&["ingest", docs]);
+    std::fs::set_permissions(&env.docs, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&text.stderr);
+    assert!(!stderr.contains("warning: : "), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
+    let found = warnings(&report);
+    assert!(
+        found.iter().all(|(p, _)| !p.is_empty()),
+        "a warning without a path: {found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|(p, m)| p == docs && m.contains("cannot read")),
+        "{found:?}"
+    );
+    assert!(stderr.contains(&format!("warning: {docs}: ")), "{stderr}");
+}
+
+#[test]
+fn an_mtime_in_the_year_2400_overflows_nothing() {
+    let env = Env::sample();
+    let path = env.docs.join("future.md");
+    std::fs::write(
+        &path,
+        "# Future\n\nWritten in the year twentyfour-hundred.\n",
+    )
+    .expect("write");
+    let year_2400 = SystemTime::UNIX_EPOCH + Duration::from_secs(13_569_465_600);
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .expect("open")
+        .set_modified(year_2400)
+        .expect("set mtime");
+    assert_eq!(
+        std::fs::metadata(&path)
+            .expect("stat")
+            .modified()
+            .expect("mtime"),
+        year_2400,
+        "the file system keeps the year 2400"
+    );
+    let first = env.ingest();
+    assert!(
+        first["documents"]["added"].as_u64().expect("added") > 0,
+        "{first}"
+    );
+    let hits = env.search("twentyfour", 1);
+    assert_eq!(hits["hits"][0]["paths"][0], "future.md", "{hits}");
+    // An mtime after every recording is never trusted: read again, and found unchanged.
+    let second = env.ingest();
+    assert_eq!(second["documents"]["changed"], 0, "{second}");
+    assert_eq!(second["chunks"]["added"], 0, "{second}");
+    env.assert_verified();
+}
