@@ -175,3 +175,54 @@ fn open_beneath(root_dir: BorrowedFd<'_>, rel_path: &str) -> Result<OwnedFd, Ope
 fn is_plain_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains('\0')
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use rustix::fs::{Mode, OFlags};
+    use rustix::io::Errno;
+
+    use super::{Opening, open_beneath};
+
+    fn outcome(root: &std::path::Path, rel: &str) -> Result<(), (String, Errno)> {
+        let root_dir = rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())
+            .expect("open root");
+        match open_beneath(root_dir.as_fd(), rel) {
+            Ok(_) => Ok(()),
+            Err(Opening::Folder(folder, errno)) => Err((folder, errno)),
+            Err(Opening::File(errno)) => Err((String::new(), errno)),
+        }
+    }
+
+    #[test]
+    fn opens_only_plain_names_and_never_through_a_link() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("sub/deeper")).expect("mkdir");
+        std::fs::write(root.join("sub/deeper/a.md"), "a").expect("write");
+        std::fs::write(dir.path().join("outside.md"), "secret").expect("write");
+        std::os::unix::fs::symlink(root.join("sub"), root.join("link")).expect("link");
+        std::os::unix::fs::symlink(dir.path().join("outside.md"), root.join("sub/out.md"))
+            .expect("link");
+        assert_eq!(outcome(&root, "sub/deeper/a.md"), Ok(()));
+        assert_eq!(
+            outcome(&root, "link/deeper/a.md"),
+            // `O_DIRECTORY | O_NOFOLLOW` on a link: Linux says ENOTDIR (others ELOOP).
+            Err(("link".into(), Errno::NOTDIR))
+        );
+        assert_eq!(
+            outcome(&root, "sub/out.md"),
+            Err((String::new(), Errno::LOOP))
+        );
+        assert_eq!(
+            outcome(&root, "sub/deeper/a.md/x.md"),
+            Err(("sub/deeper/a.md".into(), Errno::NOTDIR))
+        );
+        assert_eq!(
+            outcome(&root, "sub/../../outside.md"),
+            Err(("sub/..".into(), Errno::INVAL))
+        );
+        assert_eq!(outcome(&root, ""), Err((String::new(), Errno::INVAL)));
+    }
+}

@@ -149,25 +149,22 @@ INSERT INTO meta (name, value) VALUES ('generation', 0), ('log_floor', 0);
 /// What a database file holds, found before anything writes to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Found {
-    /// No tables at all: a new (or empty) file, safe to initialise.
+    /// No schema at all: a new (or empty) file, safe to initialise.
     Empty,
     /// A groundidx ledger of this schema version.
     Ledger(i64),
-    /// Tables, but not a groundidx ledger's.
+    /// A schema, but not a groundidx ledger's.
     Foreign,
 }
 
 /// Tells an empty database, a groundidx ledger (with its version) and anything else apart.
 /// It only reads.
 pub fn found(conn: &Connection) -> Result<Found> {
-    let n_tables: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
-            [],
-            |row| row.get(0),
-        )
+    // Any object counts (a view or a trigger alone is someone's schema too).
+    let n_objects: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
         .map_err(sql_error("read schema"))?;
-    if n_tables == 0 {
+    if n_objects == 0 {
         return Ok(Found::Empty);
     }
     let has_meta: bool = conn

@@ -22,6 +22,8 @@ fn a_foreign_sqlite_database_is_refused_and_left_untouched() {
          INSERT INTO customers (name) VALUES ('Ada'), ('Grace');",
         // A table named like ours, but no groundidx schema version in it.
         "CREATE TABLE meta (key TEXT, data BLOB); INSERT INTO meta VALUES ('owner', 'someone');",
+        // No table at all, but a schema all the same.
+        "CREATE VIEW answer AS SELECT 42 AS value;",
     ] {
         let env = Env::sample();
         let bytes = foreign_ledger(&env.store, sql);
