@@ -9,6 +9,8 @@ use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
+
 use crate::error::{Error, Result};
 use crate::ingest::read::{ReadOutcome, read_file};
 use crate::ledger::{Ledger, RootId, SourceRecord};
@@ -118,7 +120,7 @@ pub fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Resul
 /// How many of `to_delete` are files moved within the root: a new path holds the deleted
 /// path's inode *and* its content. The inode alone proves nothing, since a file system hands
 /// the inodes of deleted files to new ones; the size is compared first, and only a file of the
-/// same size is read and hashed.
+/// same size is read and hashed (in parallel: a whole folder moved is read here once more).
 fn proven_renames(
     walked: &walk::Walk,
     known: &HashMap<String, SourceRecord>,
@@ -135,7 +137,7 @@ fn proven_renames(
         .map(|file| (file.stat.inode, file))
         .collect();
     to_delete
-        .iter()
+        .par_iter()
         .filter(|path| {
             let record = &known[path.as_str()];
             let Some(file) = new_by_inode.get(&record.stat.inode) else {
