@@ -7,9 +7,16 @@
 //!
 //! The library never exits otherwise; this is the one test hook that does, and every point is
 //! listed in `CRASH_POINTS` so a test can visit them all.
+//!
+//! The same points can hold a process instead, for tests of races that must land on one side of
+//! a step (a cancellation before or after a keyed call's commit): `GROUNDIDX_PAUSE_AT=name` and
+//! `GROUNDIDX_PAUSE_DIR=DIR` make the first arrival at `name` create `DIR/name.reached` and wait
+//! until `DIR/name.release` exists (at most a minute, then it goes on).
 
+use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// The environment variable that arms a crash point.
 pub const CRASH_ENV: &str = "GROUNDIDX_CRASH_AT";
@@ -34,6 +41,21 @@ pub const CRASH_POINTS: &[&str] = &[
     "keys.after_commit",
 ];
 
+/// The environment variable that arms a pause point.
+pub const PAUSE_ENV: &str = "GROUNDIDX_PAUSE_AT";
+/// The folder where a paused process reports `NAME.reached` and waits for `NAME.release`.
+pub const PAUSE_DIR_ENV: &str = "GROUNDIDX_PAUSE_DIR";
+/// How long a pause waits for its release before going on, so a lost test cannot hang a server.
+const PAUSE_LIMIT: Duration = Duration::from_secs(60);
+
+struct Pause {
+    name: String,
+    dir: PathBuf,
+    done: AtomicBool,
+}
+
+static PAUSE: OnceLock<Option<Pause>> = OnceLock::new();
+
 struct Armed {
     name: String,
     nth: u64,
@@ -42,9 +64,11 @@ struct Armed {
 
 static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
 
-/// Aborts the process here if `GROUNDIDX_CRASH_AT` names this point.
+/// Aborts the process here if `GROUNDIDX_CRASH_AT` names this point; holds it here the first
+/// time if `GROUNDIDX_PAUSE_AT` does.
 pub fn crash_point(name: &str) {
     debug_assert!(CRASH_POINTS.contains(&name), "unlisted crash point {name}");
+    pause_point(name);
     let armed = ARMED.get_or_init(|| {
         let value = std::env::var(CRASH_ENV).ok()?;
         let (name, nth) = match value.rsplit_once(':') {
@@ -62,5 +86,26 @@ pub fn crash_point(name: &str) {
         && armed.hits.fetch_add(1, Ordering::Relaxed) + 1 == armed.nth
     {
         std::process::abort();
+    }
+}
+
+fn pause_point(name: &str) {
+    let pause = PAUSE.get_or_init(|| {
+        Some(Pause {
+            name: std::env::var(PAUSE_ENV).ok()?,
+            dir: std::env::var_os(PAUSE_DIR_ENV).map(PathBuf::from)?,
+            done: AtomicBool::new(false),
+        })
+    });
+    let Some(pause) = pause else { return };
+    if pause.name != name || pause.done.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    // A test hook: if the folder cannot be written the pause is skipped, never an error.
+    let _ = std::fs::write(pause.dir.join(format!("{name}.reached")), b"");
+    let release = pause.dir.join(format!("{name}.release"));
+    let started = Instant::now();
+    while !release.exists() && started.elapsed() < PAUSE_LIMIT {
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
