@@ -24,6 +24,8 @@
 //!   quota headers, Origin/Host/auth security, and reads during an ingest.
 //! - `agent_errors`: one tool-error shape per transport that fits the output schema,
 //!   problem types that lead to a page, one `top_k` range, JSON-RPC errors for bad stdio lines.
+//! - `clients`: the official TypeScript and Python MCP SDK clients against both servers: every
+//!   tool error's message shown, identical results in each protocol revision.
 //! - `abuse`: hostile bytes, bodies and arguments on the agent path get clear errors, write
 //!   nothing, never leak a file from outside the ingested folders, and the server keeps serving.
 //! - `faults`: a full disk, an unwritable or read-only store and a locked ledger fail clearly,
@@ -39,6 +41,7 @@ mod agent_http;
 mod agent_keys;
 mod agent_mcp;
 mod cli;
+mod clients;
 mod config;
 mod crash;
 mod deletion;
