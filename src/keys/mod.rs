@@ -172,17 +172,10 @@ pub enum CallError {
     InvalidKey(String),
     InvalidArguments(String),
     UnknownTool(String),
-    KeyReused {
-        key: String,
-    },
-    RateLimited {
-        retry_after_seconds: u64,
-    },
-    Busy {
-        retry_after_seconds: u64,
-    },
+    KeyReused { key: String },
+    RateLimited { retry_after_seconds: u64 },
+    Busy { retry_after_seconds: u64 },
     Unavailable(String),
-    /// The caller cancelled the call before it was recorded.
     Cancelled,
 }
 
