@@ -2,7 +2,8 @@
 //! (`tests/clients/ts/`, installed by `.ci/run` with `npm ci`) over `groundidx mcp` and
 //! `serve`'s `/mcp`, showing the message of each tool error; and the Python SDK
 //! (`tests/clients/py/`, installed by `.ci/run` into a venv) in its `legacy` and `2026-07-28`
-//! modes, which must give identical tool results (P4).
+//! modes, which must give identical tool results (P4), and the raw JSON-RPC of both revisions on
+//! `/mcp`, where only 2026-07-28 carries `resultType: "complete"`.
 //!
 //! Without node, npm's install or the venv the tests skip with a message, and fail when `CI` is set.
 
@@ -321,4 +322,61 @@ fn p4_python_sdk_gets_identical_results_in_each_protocol_revision_over_http() {
         })
         .collect();
     assert_modes_agree("http", &outs);
+}
+
+/// The wire bytes of P4, which the SDKs hide (the Python SDK fills `resultType` in itself): the
+/// same `tools/call` over `/mcp` as 2025-11-25 and as 2026-07-28 gets the same result, plus
+/// `resultType: "complete"` in 2026-07-28 only.
+#[test]
+fn p4_raw_results_are_identical_in_each_revision_but_for_result_type() {
+    let env = sample_store();
+    let server = serve_with_env(&env, &[], &[]);
+    let call = |version: &str, arguments: Value, k: &str| -> Value {
+        let mut params = json!({"name": "search_docs", "arguments": arguments, "_meta": key(k)});
+        let mut headers = vec![
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", version),
+        ];
+        if version == "2026-07-28" {
+            // 2026-07-28 has no handshake: each request says who it is, and names its method
+            // and tool in headers.
+            params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(version);
+            params["_meta"]["io.modelcontextprotocol/clientInfo"] =
+                json!({"name": "groundidx-it", "version": "0"});
+            params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+            headers.extend([("Mcp-Method", "tools/call"), ("Mcp-Name", "search_docs")]);
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+        let reply = server.post("/mcp", &headers, &body.to_string());
+        assert_eq!(reply.status, 200, "{version}: {reply}");
+        let result = reply.json()["result"].clone();
+        assert!(result.is_object(), "{version}: {reply}");
+        result
+    };
+    let without_result_type = |result: &Value| {
+        let mut result = comparable(result);
+        result
+            .as_object_mut()
+            .expect("a result")
+            .remove("resultType");
+        result
+    };
+    for (arguments, what) in [
+        (signing(), "a search"),
+        (json!({"query": ""}), "a refused call"),
+    ] {
+        let old = call(
+            "2025-11-25",
+            arguments.clone(),
+            &format!("p4/raw/old/{what}"),
+        );
+        let new = call("2026-07-28", arguments, &format!("p4/raw/new/{what}"));
+        assert!(old.get("resultType").is_none(), "{what}: {old}");
+        assert_eq!(new["resultType"], "complete", "{what}: {new}");
+        assert_eq!(
+            without_result_type(&old),
+            without_result_type(&new),
+            "{what}: the revisions differ"
+        );
+    }
 }
