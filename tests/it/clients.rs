@@ -13,6 +13,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::agent_http::serve_with_env;
+use crate::agent_keys::WriteLock;
 use crate::agent_mcp::{frozen_clock, key, sample_store, signing};
 use crate::support::{BIN, Env, isolate};
 
@@ -168,6 +169,28 @@ fn typescript_sdk_shows_every_tool_error_over_stdio() {
     });
     let out = run_client(command, &env, &plan, "ts-stdio");
     assert_ts_results("stdio", &out);
+
+    // Busy: the ledger's write lock held elsewhere for the whole call.
+    let plan = json!({
+        "stdio": {"command": BIN, "args": ["--store", env.store, "mcp"]},
+        "calls": [{"name": "search_docs", "arguments": signing(), "_meta": key("ts/busy")}],
+    });
+    let lock = WriteLock::take(&env.store);
+    let command = ts_client().expect("checked above");
+    let out = run_client(command, &env, &plan, "ts-stdio-busy");
+    drop(lock);
+    let result = &out["results"][0];
+    assert!(result["thrown"].is_null(), "busy: {}", result["thrown"]);
+    assert_eq!(result["isError"], true, "busy: {result}");
+    assert_eq!(
+        result["structuredContent"]["error"]["code"], "busy",
+        "{result}"
+    );
+    let text = result["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("the store is busy; retry after 1 s with the same key"),
+        "busy: the client shows {text:?}"
+    );
 }
 
 #[test]
