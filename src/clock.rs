@@ -1,11 +1,22 @@
 //! Wall-clock time as the ledger stores it (integers since the Unix epoch) and as people and
 //! scripts read it (RFC 3339, UTC).
+//!
+//! Tests of time windows (the quota's, a key's TTL) freeze `now_ms` with `GROUNDIDX_FAKE_NOW_MS`,
+//! the way `GROUNDIDX_CRASH_AT` arms a crash point: the real binary, no cargo feature, one load
+//! when unset. `now_ns`, which the stat cache's racy-clean check reads, is never faked.
 
+use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Milliseconds since the epoch.
+/// The environment variable that freezes `now_ms` at its value (milliseconds since the epoch).
+pub const FAKE_NOW_ENV: &str = "GROUNDIDX_FAKE_NOW_MS";
+
+static FAKE_NOW: OnceLock<Option<i64>> = OnceLock::new();
+
+/// Milliseconds since the epoch, or the frozen time `GROUNDIDX_FAKE_NOW_MS` gives.
 pub fn now_ms() -> i64 {
-    now_ns() / 1_000_000
+    let fake = FAKE_NOW.get_or_init(|| std::env::var(FAKE_NOW_ENV).ok()?.trim().parse().ok());
+    fake.unwrap_or_else(|| now_ns() / 1_000_000)
 }
 
 /// Nanoseconds since the epoch.

@@ -9,14 +9,15 @@
 //! The library never exits otherwise; this is the one test hook that does, and every point is
 //! listed in `CRASH_POINTS` so a test can visit them all.
 //!
-//! `GROUNDIDX_PAUSE_AT=name@DIR` makes the point a pause instead: the process creates
-//! `DIR/paused` and waits until `DIR/resume` exists, so a test can change the tree at exactly
-//! that moment (between planning and reading, say). A pause that is never resumed aborts after
+//! `GROUNDIDX_PAUSE_AT=name@DIR` makes the point a pause instead, the first time it is reached:
+//! the process creates `DIR/paused` (holding its pid) and waits until `DIR/resume` exists, so a
+//! test can act at exactly that moment (change the tree between planning and reading, cancel a
+//! keyed call before or after its commit). A pause that is never resumed aborts after
 //! `PAUSE_LIMIT`, so a broken test cannot leave a process behind.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The environment variable that arms a crash point.
@@ -57,6 +58,7 @@ static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
 struct Pause {
     name: String,
     dir: PathBuf,
+    done: AtomicBool,
 }
 
 static PAUSE: OnceLock<Option<Pause>> = OnceLock::new();
@@ -94,12 +96,14 @@ fn pause_point(name: &str) {
         Some(Pause {
             name: name.to_string(),
             dir: PathBuf::from(dir),
+            done: AtomicBool::new(false),
         })
     });
     let Some(pause) = pause else {
         return;
     };
-    if pause.name != name {
+    // Only the first arrival pauses: a server goes on serving the calls after the one held.
+    if pause.name != name || pause.done.swap(true, Ordering::Relaxed) {
         return;
     }
     if std::fs::write(pause.dir.join("paused"), std::process::id().to_string()).is_err() {

@@ -16,8 +16,8 @@ use crate::index::QueryConfig;
 use crate::ledger::{ChunkFilter, Ledger, StoredChunk};
 use crate::store::StoreReader;
 
-/// The most hits one search returns.
-pub const MAX_TOP_K: usize = 1_000;
+/// The most hits one search returns, from the CLI (`search -k`) and the agent tool alike.
+pub const MAX_TOP_K: usize = 100;
 
 /// A search as the CLI and the agent tool ask for it.
 #[derive(Clone, Debug, PartialEq, Eq)]

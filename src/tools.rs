@@ -10,15 +10,13 @@ use serde_json::Value;
 use crate::error::Result;
 use crate::ids::ChunkId;
 use crate::ledger::ChunkFilter;
-use crate::search::{self, ChunkRecord, SearchRequest};
+use crate::search::{self, ChunkRecord, MAX_TOP_K, SearchRequest};
 use crate::store::StoreReader;
 
 /// The tools, in the order `tools/list` gives them.
 pub const TOOL_NAMES: [&str; 2] = ["search_docs", "get_chunk"];
 /// The longest query accepted.
 pub const MAX_QUERY_CHARS: usize = 10_000;
-/// The most hits one call returns.
-pub const MAX_TOP_K: usize = 100;
 /// Hits when `top_k` is not given.
 pub const DEFAULT_TOP_K: usize = 10;
 
@@ -33,7 +31,7 @@ pub enum ToolRequest {
 #[serde(deny_unknown_fields)]
 struct SearchDocsArgs {
     query: String,
-    top_k: Option<u64>,
+    top_k: Option<serde_json::Number>,
     path_prefix: Option<String>,
     tags: Option<Vec<String>>,
 }
@@ -65,12 +63,12 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                 arguments,
                 &[
                     ("query", "a string", Value::is_string),
-                    ("top_k", "an integer", |v| v.is_null() || v.is_u64()),
-                    ("path_prefix", "a string", |v| v.is_null() || v.is_string()),
+                    // `null` is not absent: the schema says integer, so it is refused.
+                    ("top_k", "an integer", |v| v.is_i64() || v.is_u64()),
+                    ("path_prefix", "a string", Value::is_string),
                     ("tags", "an array of strings", |v| {
-                        v.is_null()
-                            || v.as_array()
-                                .is_some_and(|tags| tags.iter().all(Value::is_string))
+                        v.as_array()
+                            .is_some_and(|tags| tags.iter().all(Value::is_string))
                     }),
                 ],
             )?;
@@ -85,12 +83,10 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                     "query is longer than {MAX_QUERY_CHARS} characters"
                 )));
             }
-            let top_k = args.top_k.unwrap_or(DEFAULT_TOP_K as u64);
-            if top_k == 0 || top_k > MAX_TOP_K as u64 {
-                return Err(ArgumentError::Invalid(format!(
-                    "top_k must be between 1 and {MAX_TOP_K}, not {top_k}"
-                )));
-            }
+            let top_k = match &args.top_k {
+                None => DEFAULT_TOP_K,
+                Some(number) => top_k_in_range(number)?,
+            };
             let tags = args.tags.unwrap_or_default();
             if tags.len() > 32 || tags.iter().any(|t| t.is_empty() || t.len() > 256) {
                 return Err(ArgumentError::Invalid(
@@ -99,7 +95,7 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
             }
             Ok(ToolRequest::SearchDocs(SearchRequest {
                 query: query.to_string(),
-                top_k: top_k as usize,
+                top_k,
                 filter: ChunkFilter {
                     path_prefix: args
                         .path_prefix
@@ -129,6 +125,19 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
         }
         other => Err(ArgumentError::UnknownTool(other.to_string())),
     }
+}
+
+/// `top_k` as a count of hits, or the range it must be in (for `-1` as for `1000000`).
+fn top_k_in_range(number: &serde_json::Number) -> Result<usize, ArgumentError> {
+    number
+        .as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| (1..=MAX_TOP_K).contains(n))
+        .ok_or_else(|| {
+            ArgumentError::Invalid(format!(
+                "top_k must be between 1 and {MAX_TOP_K}, not {number}"
+            ))
+        })
 }
 
 /// A field's name, what it must be, and the check that it is.

@@ -579,7 +579,7 @@ fn check_parse(tool: &str, arguments: &Value) {
             assert!(!request.query.is_empty());
             assert_eq!(request.query.trim(), request.query);
             assert!(request.query.chars().count() <= tools::MAX_QUERY_CHARS);
-            assert!((1..=tools::MAX_TOP_K).contains(&request.top_k));
+            assert!((1..=search::MAX_TOP_K).contains(&request.top_k));
             assert!(request.filter.tags.len() <= 32);
             if let Some(prefix) = &request.filter.path_prefix {
                 assert!(!prefix.is_empty() && !prefix.starts_with("./"));

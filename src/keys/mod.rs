@@ -176,6 +176,7 @@ pub enum CallError {
     RateLimited { retry_after_seconds: u64 },
     Busy { retry_after_seconds: u64 },
     Unavailable(String),
+    Cancelled,
 }
 
 impl CallError {
@@ -189,6 +190,7 @@ impl CallError {
             CallError::RateLimited { .. } => "rate_limited",
             CallError::Busy { .. } => "busy",
             CallError::Unavailable(_) => "unavailable",
+            CallError::Cancelled => "cancelled",
         }
     }
 
@@ -214,6 +216,7 @@ impl CallError {
             CallError::Unavailable(why) => {
                 format!("the index is unavailable ({why}); retry with the same key")
             }
+            CallError::Cancelled => "the call was cancelled before it was recorded; nothing was written, and a retry with the same key executes".into(),
         }
     }
 
@@ -336,6 +339,18 @@ impl Agent {
 
     /// Handles one call at time `now_ms`.
     pub fn call(&self, call: &ToolCall, now_ms: i64) -> Result<CallResponse, CallError> {
+        self.call_cancellable(call, now_ms, &|| false)
+    }
+
+    /// Handles one call that its caller may cancel (MCP `notifications/cancelled`): `cancelled`
+    /// is asked just before the commit. Cancelled by then, the call writes nothing and a retry
+    /// with its key executes; cancelled later, its rows stay and a retry replays.
+    pub fn call_cancellable(
+        &self,
+        call: &ToolCall,
+        now_ms: i64,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<CallResponse, CallError> {
         let request = tools::parse(&call.tool, &call.arguments).map_err(|err| match err {
             ArgumentError::UnknownTool(name) => CallError::UnknownTool(name),
             ArgumentError::Invalid(why) => CallError::InvalidArguments(why),
@@ -381,27 +396,31 @@ impl Agent {
         let limit = self.config.rate_limit;
         let window_start = window_start(now_ms, limit.window_secs);
         let outcome = self.with_ledger(|ledger| {
-            ledger.record_call(&NewCall {
-                scope: &call.scope,
-                key: &key,
-                key_source: key_source.as_str(),
-                tool: &call.tool,
-                fingerprint: &fingerprint,
-                arguments: &arguments,
-                response: answer.body.as_bytes(),
-                is_error: answer.is_error,
-                outcome: answer.outcome,
-                n_hits: answer.n_hits,
-                index_generation: answer.index_generation,
-                now_ms,
-                expires_at: now_ms.saturating_add(self.config.ttl_ms),
-                window_start,
-                window_secs: limit.window_secs,
-                quota: limit.units,
-            })
+            ledger.record_call(
+                &NewCall {
+                    scope: &call.scope,
+                    key: &key,
+                    key_source: key_source.as_str(),
+                    tool: &call.tool,
+                    fingerprint: &fingerprint,
+                    arguments: &arguments,
+                    response: answer.body.as_bytes(),
+                    is_error: answer.is_error,
+                    outcome: answer.outcome,
+                    n_hits: answer.n_hits,
+                    index_generation: answer.index_generation,
+                    now_ms,
+                    expires_at: now_ms.saturating_add(self.config.ttl_ms),
+                    window_start,
+                    window_secs: limit.window_secs,
+                    quota: limit.units,
+                },
+                cancelled,
+            )
         })?;
         match outcome {
             RecordOutcome::Recorded => Ok(fresh(answer, Replayed::No, key, key_source)),
+            RecordOutcome::Cancelled => Err(CallError::Cancelled),
             RecordOutcome::OverQuota => Err(CallError::RateLimited {
                 retry_after_seconds: seconds_to_reset(now_ms, limit.window_secs),
             }),

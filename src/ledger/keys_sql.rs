@@ -66,6 +66,8 @@ pub enum RecordOutcome {
     Recorded,
     /// Another call with the same key committed first; nothing was written.
     Existing(KeyLookup),
+    /// The caller gave up before the commit; nothing was written.
+    Cancelled,
     /// The window's quota is used up; nothing was written.
     OverQuota,
 }
@@ -113,8 +115,13 @@ impl Ledger {
         Ok(found)
     }
 
-    /// Records an executed call: one transaction, all rows or none.
-    pub fn record_call(&mut self, call: &NewCall<'_>) -> Result<RecordOutcome> {
+    /// Records an executed call: one transaction, all rows or none. `cancelled` is asked last,
+    /// just before the commit: a call cancelled by then is rolled back, one cancelled later stays.
+    pub fn record_call(
+        &mut self,
+        call: &NewCall<'_>,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<RecordOutcome> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -175,6 +182,10 @@ impl Ledger {
         )
         .map_err(sql_error("record usage"))?;
         crash_point("keys.before_commit");
+        if cancelled() {
+            // Dropping the transaction rolls it back.
+            return Ok(RecordOutcome::Cancelled);
+        }
         tx.commit().map_err(sql_error("commit keyed call"))?;
         crash_point("keys.after_commit");
         Ok(RecordOutcome::Recorded)

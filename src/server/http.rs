@@ -22,7 +22,9 @@ use crate::keys::{Agent, CallError, Replayed, ToolCall};
 use crate::server::Scope;
 use crate::server::mcp::Handler;
 use crate::server::metrics::{Metrics, Outcome};
-use crate::server::tools::{http_status, problem, rate_limit_headers};
+use crate::server::tools::{
+    answer_problem, http_status, problem, problem_body, problems_page, rate_limit_headers,
+};
 
 /// The largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -67,6 +69,7 @@ pub fn router(state: Arc<HttpState>, cancel: tokio_util::sync::CancellationToken
         .route("/", get(health))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
+        .route("/problems", get(problems))
         .route("/v1/tools/{tool}", post(call_tool))
         .merge(mcp)
         .layer(middleware::from_fn_with_state(state.clone(), guard))
@@ -75,13 +78,7 @@ pub fn router(state: Arc<HttpState>, cancel: tokio_util::sync::CancellationToken
 }
 
 fn problem_response(status: StatusCode, code: &str, detail: String) -> Response {
-    let body = json!({
-        "type": format!("/problems#{}", code.replace('_', "-")),
-        "title": code.replace('_', " "),
-        "status": status.as_u16(),
-        "detail": detail,
-        "code": code,
-    });
+    let body = problem_body(status, code, detail);
     (
         status,
         [(header::CONTENT_TYPE, "application/problem+json")],
@@ -227,6 +224,15 @@ async fn health(State(state): State<Arc<HttpState>>) -> Response {
     axum::Json(json!({"status": "ok", "generation": generation})).into_response()
 }
 
+/// The page every problem `type` points into.
+async fn problems() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        problems_page(),
+    )
+        .into_response()
+}
+
 async fn metrics(State(state): State<Arc<HttpState>>) -> Response {
     let agent = state.agent.clone();
     let (generation, last_ingest) = tokio::task::spawn_blocking(move || {
@@ -322,17 +328,19 @@ async fn call_tool(
         .and_then(Result::ok);
     let mut response = match outcome {
         Ok(answer) => {
-            let status = if answer.is_error {
-                StatusCode::NOT_FOUND
+            // An executed error (an unknown chunk) is a problem like every other error; its
+            // body is made from the stored answer alone, so a replay repeats it byte for byte.
+            let (status, content_type, body) = if answer.is_error {
+                let (status, body) = answer_problem(&answer.body);
+                (status, "application/problem+json", body.to_string())
             } else {
-                StatusCode::OK
+                (StatusCode::OK, "application/json", answer.body)
             };
-            let mut response = Response::new(Body::from(answer.body));
+            let mut response = Response::new(Body::from(body));
             *response.status_mut() = status;
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
             if let Ok(key) = HeaderValue::from_str(&answer.key) {
                 response.headers_mut().insert("idempotency-key", key);
             }

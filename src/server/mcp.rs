@@ -144,9 +144,14 @@ impl ServerHandler for Handler {
             arguments: Value::Object(request.arguments.unwrap_or_default()),
         };
         let agent = self.agent.clone();
-        let outcome = tokio::task::spawn_blocking(move || agent.call(&call, clock::now_ms()))
-            .await
-            .map_err(|err| ErrorData::internal_error(format!("tool call failed: {err}"), None))?;
+        // rmcp cancels the request's token on `notifications/cancelled`; the blocking call asks
+        // it just before its commit (C6), and rmcp drops the response of a cancelled request.
+        let cancel = context.ct.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            agent.call_cancellable(&call, clock::now_ms(), &|| cancel.is_cancelled())
+        })
+        .await
+        .map_err(|err| ErrorData::internal_error(format!("tool call failed: {err}"), None))?;
         record(Outcome::of(&outcome));
         Ok(match outcome {
             Ok(response) => mcp_result(&response),

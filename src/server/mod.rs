@@ -7,6 +7,7 @@
 mod http;
 mod mcp;
 mod metrics;
+mod stdio;
 mod tools;
 
 use std::collections::HashMap;
@@ -104,7 +105,10 @@ pub fn serve_stdio(store_dir: &Path, config: AgentConfig, client_id: &str) -> Re
             metrics: None,
         };
         let service = handler
-            .serve(rmcp::transport::stdio())
+            .serve(stdio::LineTransport::new(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+            ))
             .await
             .map_err(|err| {
                 Error::io(

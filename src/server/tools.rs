@@ -8,7 +8,8 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject, MetaObject, Tool, To
 use serde_json::{Value, json};
 
 use crate::keys::{CallError, CallResponse, QuotaState, Replayed};
-use crate::tools::{DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K};
+use crate::search::MAX_TOP_K;
+use crate::tools::{DEFAULT_TOP_K, MAX_QUERY_CHARS};
 
 fn object(value: Value) -> Arc<JsonObject> {
     match value {
@@ -33,6 +34,37 @@ fn hit_schema() -> Value {
         },
         "required": ["chunk_id", "score", "paths", "heading", "lines", "snippet", "text"]
     })
+}
+
+/// The shape of every tool error, executed (`not_found`) or refused.
+fn error_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "a tool error (isError: true); code is stable, message says what to do",
+        "properties": {
+            "code": {"type": "string"},
+            "message": {"type": "string"},
+            "retry_after_seconds": {"type": "integer"},
+            "policy": {"type": "string"},
+            "key": {"type": "string"}
+        },
+        "required": ["code", "message"]
+    })
+}
+
+/// Makes an output schema admit error results too: `structuredContent` is either the answer
+/// (its `required` fields) or `{"error": …}`, exactly one of them. SDKs that check an error's
+/// `structuredContent` against the output schema (the TypeScript SDK does) then accept it.
+fn admit_errors(output: &mut Value) {
+    let answer_required = output
+        .as_object_mut()
+        .and_then(|schema| schema.remove("required"))
+        .expect("an output schema lists its required fields");
+    output["properties"]["error"] = error_schema();
+    output["oneOf"] = json!([
+        {"required": answer_required, "not": {"required": ["error"]}},
+        {"required": ["error"]}
+    ]);
 }
 
 /// `search_docs` and `get_chunk`, in that order.
@@ -71,6 +103,7 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
         for (name, schema) in freshness.as_object().expect("an object") {
             output["properties"][name] = schema.clone();
         }
+        admit_errors(output);
     }
     let ttl = format!(" The key TTL of this server is {ttl_days} days.");
     vec![
@@ -157,10 +190,13 @@ pub fn mcp_result(response: &CallResponse) -> CallToolResult {
     )))
 }
 
-/// A refused call as an MCP tool error the model can read and act on.
+/// A refused call as an MCP tool error the model can read and act on: the same shape as an
+/// executed error answer (`not_found`), `{"error": {"code", "message", …}}` as
+/// `structuredContent` and as the JSON of the text block, which the output schemas admit.
 pub fn mcp_error(error: &CallError, key: Option<&str>) -> CallToolResult {
-    let mut result = CallToolResult::error(vec![ContentBlock::text(error.message())]);
-    result.structured_content = Some(error.to_json());
+    let structured = error.to_json();
+    let mut result = CallToolResult::error(vec![ContentBlock::text(structured.to_string())]);
+    result.structured_content = Some(structured);
     result.with_meta(Some(result_meta(key, None, None)))
 }
 
@@ -171,40 +207,157 @@ pub fn http_status(error: &CallError) -> StatusCode {
         CallError::UnknownTool(_) => StatusCode::NOT_FOUND,
         CallError::KeyReused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
         CallError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-        CallError::Busy { .. } | CallError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        // Only MCP cancels; should a cancelled call ever reach HTTP, it is one to retry.
+        CallError::Busy { .. } | CallError::Unavailable(_) | CallError::Cancelled => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
     }
+}
+
+/// Every problem type the HTTP server answers with: code, title, and what the caller does about
+/// it. `GET /problems` shows them; a problem's `type` is `/problems#` and the code with dashes
+/// (the quota's is the IANA registry's `quota-exceeded`).
+pub const PROBLEM_TYPES: &[(&str, &str, &str)] = &[
+    (
+        "invalid_arguments",
+        "Invalid arguments",
+        "The arguments do not fit the tool's input schema (tools/list has it); the detail names the field. Nothing was stored: correct the arguments and retry, with the same key if you like.",
+    ),
+    (
+        "idempotency_key_invalid",
+        "Invalid idempotency key",
+        "A key is 1 to 255 visible ASCII characters: an Idempotency-Key header (\"abc\" or abc), or _meta[\"groundidx/idempotencyKey\"] over MCP. Nothing was stored.",
+    ),
+    (
+        "idempotency_key_reused",
+        "Idempotency-Key is already used",
+        "The key was first used with other arguments or another tool. Nothing was written and the first answer is kept: retry with the original arguments, or give this call a new key (fix the key generation, not the arguments).",
+    ),
+    (
+        "unknown_tool",
+        "Unknown tool",
+        "The tools are search_docs and get_chunk.",
+    ),
+    (
+        "not_found",
+        "Chunk not found",
+        "get_chunk ran and the store has no chunk with this id; a later ingest may have removed it. Search again for a current id. The answer is stored under its key and replayed like any other.",
+    ),
+    (
+        "rate_limited",
+        "Rate limit exceeded",
+        "The client's quota for this window is used up (type https://iana.org/assignments/http-problem-types#quota-exceeded). Nothing was stored: retry after Retry-After seconds with the same key. Replays are served even over the quota.",
+    ),
+    (
+        "busy",
+        "Store busy",
+        "The ledger's write lock was not free in time. Nothing was written: retry after Retry-After seconds with the same key.",
+    ),
+    (
+        "unavailable",
+        "Index unavailable",
+        "The index could not be read or the call could not be recorded. Nothing was stored: retry with the same key; groundidx verify and groundidx rebuild repair a damaged index.",
+    ),
+    (
+        "cancelled",
+        "Cancelled",
+        "The caller cancelled the call (MCP notifications/cancelled) before it was recorded. Nothing was written: a retry with the same key executes.",
+    ),
+    (
+        "body_too_large",
+        "Body too large",
+        "A request body is at most 1 MiB.",
+    ),
+    (
+        "host_not_allowed",
+        "Host not allowed",
+        "On a loopback address only localhost, 127.0.0.1 and ::1 are served (a defence against DNS rebinding).",
+    ),
+    (
+        "origin_not_allowed",
+        "Origin not allowed",
+        "Browsers may call only from the loopback origins and those given with --allow-origin.",
+    ),
+    (
+        "unauthorized",
+        "Unauthorized",
+        "This server needs Authorization: Bearer TOKEN, with a token from its --tokens file.",
+    ),
+];
+
+/// The `type` of a problem with this code.
+pub fn problem_type(code: &str) -> String {
+    if code == "rate_limited" {
+        return "https://iana.org/assignments/http-problem-types#quota-exceeded".into();
+    }
+    format!("/problems#{}", code.replace('_', "-"))
+}
+
+/// A problem+json body (RFC 9457) with the code's type and title.
+pub fn problem_body(status: StatusCode, code: &str, detail: String) -> Value {
+    let title = PROBLEM_TYPES
+        .iter()
+        .find(|(known, _, _)| *known == code)
+        .map_or_else(|| code.replace('_', " "), |(_, title, _)| title.to_string());
+    json!({
+        "type": problem_type(code),
+        "title": title,
+        "status": status.as_u16(),
+        "detail": detail,
+        "code": code,
+    })
 }
 
 /// The problem+json body of a refused call (RFC 9457).
 pub fn problem(error: &CallError) -> Value {
-    let status = http_status(error).as_u16();
+    let mut body = problem_body(http_status(error), error.code(), error.message());
     match error {
-        CallError::KeyReused { key } => json!({
-            "type": "/problems#idempotency-key-reused",
-            "title": "Idempotency-Key is already used",
-            "status": status,
-            "detail": format!("key '{key}' was first used with different arguments"),
-            "code": error.code(),
-        }),
+        CallError::KeyReused { key } => {
+            body["detail"] = json!(format!(
+                "key '{key}' was first used with different arguments"
+            ));
+        }
         CallError::RateLimited {
             retry_after_seconds,
-        } => json!({
-            "type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
-            "title": "Rate limit exceeded",
-            "status": status,
-            "detail": error.message(),
-            "code": error.code(),
-            "violated-policies": ["per-client"],
-            "retry_after_seconds": retry_after_seconds,
-        }),
-        _ => json!({
-            "type": format!("/problems#{}", error.code().replace('_', "-")),
-            "title": error.code().replace('_', " "),
-            "status": status,
-            "detail": error.message(),
-            "code": error.code(),
-        }),
+        } => {
+            body["violated-policies"] = json!(["per-client"]);
+            body["retry_after_seconds"] = json!(retry_after_seconds);
+        }
+        _ => {}
     }
+    body
+}
+
+/// An executed call's error answer (a stored `{"error": {"code", "message"}}`, such as
+/// `not_found`) as its HTTP status and problem+json body. Made from the stored bytes alone, so a
+/// replay's body is byte for byte the first one's.
+pub fn answer_problem(body: &str) -> (StatusCode, Value) {
+    let stored: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let code = stored["error"]["code"].as_str().unwrap_or("unavailable");
+    let message = stored["error"]["message"]
+        .as_str()
+        .unwrap_or("the stored answer is unreadable")
+        .to_string();
+    let status = match code {
+        "not_found" => StatusCode::NOT_FOUND,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, problem_body(status, code, message))
+}
+
+/// `GET /problems`: one short section per problem type, each with the anchor its `type` names.
+pub fn problems_page() -> String {
+    let mut page = String::from(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>groundidx problem types</title></head>\n<body>\n<h1>groundidx problem types</h1>\n<p>Every error of the JSON API is application/problem+json (RFC 9457) with a stable <code>code</code>; its <code>type</code> points here. Over MCP the same code is in <code>structuredContent.error.code</code>.</p>\n",
+    );
+    for (code, title, what) in PROBLEM_TYPES {
+        page.push_str(&format!(
+            "<h2 id=\"{}\">{title}</h2>\n<p><code>{code}</code>: {what}</p>\n",
+            code.replace('_', "-"),
+        ));
+    }
+    page.push_str("</body>\n</html>\n");
+    page
 }
 
 /// `RateLimit-Policy` and `RateLimit` (IETF RateLimit header fields) for a scope's quota.

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::agent_keys::{
     WriteLock, assert_executed_once, assert_nothing_for, counts, executed, key_row, ledger, rows,
 };
-use crate::agent_mcp::{Mcp, backups, key, sample_store, signing};
+use crate::agent_mcp::{Mcp, backups, frozen_clock, key, sample_store, signing};
 use crate::support::Env;
 
 // ---------------------------------------------------------------------------------------------
@@ -63,9 +63,23 @@ pub fn serve(env: &Env, args: &[&str]) -> Server {
     launch(env, &all).server()
 }
 
+/// `serve`, with these environment variables set (a fake clock).
+pub fn serve_with_env(env: &Env, args: &[&str], envs: &[(&str, &str)]) -> Server {
+    let mut all = vec!["--listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    launch_with_env(env, &all, envs).server()
+}
+
 /// `groundidx serve ARGS…`: waits for the `listening on URL` line on stderr, or for an exit.
 pub fn launch(env: &Env, args: &[&str]) -> Launch {
+    launch_with_env(env, args, &[])
+}
+
+fn launch_with_env(env: &Env, args: &[&str], envs: &[(&str, &str)]) -> Launch {
     let mut command = env.command(&["serve"]);
+    for (name, value) in envs {
+        command.env(name, value);
+    }
     command
         .args(args)
         .stdin(Stdio::null())
@@ -157,7 +171,7 @@ impl Reply {
     }
 
     /// Asserts a problem+json error with this status.
-    fn assert_problem(&self, status: u16) -> Value {
+    pub fn assert_problem(&self, status: u16) -> Value {
         assert_eq!(self.status, status, "{self}");
         assert!(
             self.header("Content-Type")
@@ -392,24 +406,6 @@ fn move_generation(env: &Env) -> u64 {
         "# Rotation\n\nRotate the signing key twice a year.\n",
     );
     env.ingest()["generation"].as_u64().expect("generation")
-}
-
-/// Keyed searches `PREFIX/0`, `PREFIX/1`… until one lands with at least 5 s left in its quota
-/// window; returns how many calls were made and the last reply.
-fn call_with_time_left(server: &Server, prefix: &str, headers: &[(&str, &str)]) -> (i64, Reply) {
-    for i in 0..3 {
-        let k = format!("\"{prefix}/{i}\"");
-        let mut all = headers.to_vec();
-        all.push(("Idempotency-Key", k.as_str()));
-        let reply = server.tool("search_docs", &all, &signing().to_string());
-        assert_eq!(reply.status, 200, "{reply}");
-        let (_, t) = reply.rate_limit();
-        if t >= 5 {
-            return (i + 1, reply);
-        }
-        std::thread::sleep(Duration::from_secs(t + 1));
-    }
-    panic!("the quota window never had 5 s left");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -647,8 +643,10 @@ fn r6_http_not_found_is_404_and_replayed() {
     let body = json!({"chunk_id": "0".repeat(64)}).to_string();
     let headers = [("Idempotency-Key", "\"r6\"")];
     let first = server.tool("get_chunk", &headers, &body);
-    assert_eq!(first.status, 404, "{first}");
-    assert_eq!(first.json()["error"]["code"], "not_found", "{first}");
+    // An executed error is a problem like every refusal.
+    let problem = first.assert_problem(404);
+    assert_eq!(problem["code"], "not_found", "{first}");
+    assert_eq!(problem["type"], "/problems#not-found", "{first}");
     assert!(!first.replayed(), "{first}");
     let replay = server.tool("get_chunk", &headers, &body);
     assert_eq!(replay.status, 404, "{replay}");
@@ -899,10 +897,10 @@ fn e3_unreadable_index_is_unavailable_and_not_stored() {
 #[test]
 fn q3_over_quota_is_refused_and_nothing_stored() {
     let env = sample_store();
-    let server = serve(&env, &["--rate-limit", "2/60s"]);
-    let (made, anchor) = call_with_time_left(&server, "q3/anchor", &[]);
-    let (remaining, _) = anchor.rate_limit();
-    assert_eq!(remaining, 1, "{anchor}");
+    let server = serve_with_env(&env, &["--rate-limit", "2/60s"], &frozen_clock());
+    let anchor = server.search(Some("q3/anchor"), &signing().to_string());
+    assert_eq!(anchor.status, 200, "{anchor}");
+    assert_eq!(anchor.rate_limit(), (1, 59), "{anchor}");
     let second = server.search(Some("q3/second"), &backups().to_string());
     assert_eq!(second.status, 200, "{second}");
     assert_eq!(second.rate_limit().0, 0, "{second}");
@@ -929,41 +927,38 @@ fn q3_over_quota_is_refused_and_nothing_stored() {
         .header("Retry-After")
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("429 needs Retry-After in seconds: {refused}"));
-    assert!(
-        retry_after >= t && (1..=60).contains(&retry_after),
-        "Retry-After must not be earlier than the reset: {refused}"
+    assert_eq!(t, 59, "{refused}");
+    assert_eq!(
+        retry_after, t,
+        "Retry-After is the time to the reset: {refused}"
     );
     assert_nothing_for(&env.store, SCOPE, "q3/refused");
-    assert_eq!(counts(&env.store), executed(made + 1));
+    assert_eq!(counts(&env.store), executed(2));
 
     // Q2: a replay is served with the quota exhausted, and costs nothing.
-    let anchor_key = format!("\"q3/anchor/{}\"", made - 1);
-    let replay = server.tool(
-        "search_docs",
-        &[("Idempotency-Key", anchor_key.as_str())],
-        &signing().to_string(),
-    );
+    let replay = server.search(Some("q3/anchor"), &signing().to_string());
     assert_eq!(replay.status, 200, "{replay}");
     assert!(replay.replayed(), "{replay}");
     assert_eq!(replay.body, anchor.body);
-    assert_eq!(counts(&env.store), executed(made + 1));
+    assert_eq!(counts(&env.store), executed(2));
 }
 
 #[test]
 fn q4_ratelimit_headers_are_current_on_every_response() {
     let env = sample_store();
-    let server = serve(&env, &[]);
-    let (made, first) = call_with_time_left(&server, "q4/a", &[]);
+    let server = serve_with_env(&env, &[], &frozen_clock());
+    let first = server.search(Some("q4/a"), &signing().to_string());
+    assert_eq!(first.status, 200, "{first}");
     let policy = "\"per-client\";q=600;w=60";
     assert_eq!(first.header("RateLimit-Policy"), Some(policy), "{first}");
     let (r1, t1) = first.rate_limit();
-    assert!((1..=60).contains(&t1), "{first}");
+    assert_eq!(t1, 59, "{first}");
     assert_eq!(r1, 599, "one unit of 600 used in this window: {first}");
-    let first_key = format!("\"q4/a/{}\"", made - 1);
+    let first_key = "\"q4/a\"";
 
     let replay = server.tool(
         "search_docs",
-        &[("Idempotency-Key", first_key.as_str())],
+        &[("Idempotency-Key", first_key)],
         &signing().to_string(),
     );
     assert!(replay.replayed(), "{replay}");
@@ -980,7 +975,7 @@ fn q4_ratelimit_headers_are_current_on_every_response() {
 
     let again = server.tool(
         "search_docs",
-        &[("Idempotency-Key", first_key.as_str())],
+        &[("Idempotency-Key", first_key)],
         &signing().to_string(),
     );
     assert!(again.replayed(), "{again}");
@@ -1004,9 +999,10 @@ fn q4_ratelimit_headers_are_current_on_every_response() {
 #[test]
 fn q5_mcp_over_http_quota_is_a_tool_result_not_429() {
     let env = sample_store();
-    let server = serve(&env, &["--rate-limit", "1/60s"]);
+    let server = serve_with_env(&env, &["--rate-limit", "1/60s"], &frozen_clock());
     // The one unit of this window, spent over the JSON API (same scope).
-    let (made, anchor) = call_with_time_left(&server, "q5/anchor", &[]);
+    let anchor = server.search(Some("q5/anchor"), &signing().to_string());
+    assert_eq!(anchor.status, 200, "{anchor}");
     assert_eq!(anchor.rate_limit().0, 0, "{anchor}");
     let (reply, message) = server.mcp(
         &[],
@@ -1033,11 +1029,10 @@ fn q5_mcp_over_http_quota_is_a_tool_result_not_429() {
     );
     assert_nothing_for(&env.store, SCOPE, "q5/b");
     // A replay over /mcp is still served.
-    let anchor_key = format!("q5/anchor/{}", made - 1);
-    let replay = server.mcp_call(&[], "search_docs", signing(), key(&anchor_key));
+    let replay = server.mcp_call(&[], "search_docs", signing(), key("q5/anchor"));
     assert_eq!(replay["_meta"]["groundidx/replayed"], true, "{replay}");
     assert_eq!(replay["structuredContent"], anchor.json());
-    assert_eq!(counts(&env.store), executed(made));
+    assert_eq!(counts(&env.store), executed(1));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use groundidx::clock::FAKE_NOW_ENV;
 use groundidx::crash::CRASH_ENV;
 use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
 use rmcp::service::RunningService;
@@ -38,6 +39,13 @@ pub fn sample_store() -> Env {
 /// `_meta` with an idempotency key.
 pub fn key(k: &str) -> Value {
     json!({ "groundidx/idempotencyKey": k })
+}
+
+/// The server's clock frozen 1 s into a quota window (`GROUNDIDX_FAKE_NOW_MS`), so that every
+/// call of a test lands in one window, however long the test takes, and the window always has
+/// 59 s left.
+pub fn frozen_clock() -> [(&'static str, &'static str); 1] {
+    [(FAKE_NOW_ENV, "1800000001000")]
 }
 
 pub fn signing() -> Value {
@@ -137,10 +145,18 @@ impl Mcp {
 
     /// Same, with `GROUNDIDX_CRASH_AT` armed.
     pub async fn start_crashing(env: &Env, args: &[&str], crash_at: Option<&str>) -> Mcp {
+        match crash_at {
+            Some(point) => Mcp::start_with_env(env, args, &[(CRASH_ENV, point)]).await,
+            None => Mcp::start_with_env(env, args, &[]).await,
+        }
+    }
+
+    /// Same, with these environment variables set (a fake clock, a crash point).
+    pub async fn start_with_env(env: &Env, args: &[&str], envs: &[(&str, &str)]) -> Mcp {
         let mut command = env.command(&["mcp"]);
         command.args(args);
-        if let Some(point) = crash_at {
-            command.env(CRASH_ENV, point);
+        for (name, value) in envs {
+            command.env(name, value);
         }
         let stderr = env.tmp.path().join(format!(
             "mcp-{}.stderr",
@@ -273,6 +289,13 @@ impl RawMcp {
     pub fn send(&mut self, message: &Value) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         writeln!(stdin, "{message}").expect("write to the server");
+        stdin.flush().expect("flush");
+    }
+
+    /// Writes bytes as they are (a line that may not be JSON at all).
+    pub fn write_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write to the server");
         stdin.flush().expect("flush");
     }
 
@@ -950,12 +973,8 @@ async fn q1_executed_call_consumes_exactly_one_unit() {
 #[tokio::test]
 async fn q3_mcp_over_quota_is_a_rate_limited_tool_error() {
     let env = sample_store();
-    // Both calls must land in one quota window: stay clear of a minute's last seconds.
-    let second = groundidx::clock::now_ms() / 1000 % 60;
-    if second >= 57 {
-        tokio::time::sleep(Duration::from_secs((61 - second) as u64)).await;
-    }
-    let mcp = Mcp::start(&env, &["--rate-limit", "1/60s"]).await;
+    // Both calls land in one quota window, 1 s into it, however long they take.
+    let mcp = Mcp::start_with_env(&env, &["--rate-limit", "1/60s"], &frozen_clock()).await;
     let first = mcp.search("q3/a", signing()).await;
     first.assert_fresh();
     let refused = mcp.search("q3/b", signing()).await;
@@ -964,7 +983,11 @@ async fn q3_mcp_over_quota_is_a_rate_limited_tool_error() {
     let seconds = error["retry_after_seconds"]
         .as_u64()
         .unwrap_or_else(|| panic!("retry_after_seconds: {}", refused.raw));
-    assert!((1..=60).contains(&seconds), "{}", refused.raw);
+    assert_eq!(
+        seconds, 59,
+        "the window ends 59 s after the frozen time: {}",
+        refused.raw
+    );
     assert_eq!(error["policy"], "per-client", "{}", refused.raw);
     assert!(
         refused
@@ -1076,9 +1099,11 @@ async fn p2_structured_content_matches_the_output_schema() {
         assert!(!result.is_error, "{}", result.raw);
         assert_ne!(result.raw.get("isError"), Some(&json!(true)));
         let schema = schema_of(tool);
+        // The answer's fields are required in the first branch of `oneOf`; the second is the
+        // error shape (see `tool_errors`).
         for name in required {
             assert!(
-                schema["required"]
+                schema["oneOf"][0]["required"]
                     .as_array()
                     .is_some_and(|r| r.contains(&json!(name))),
                 "{tool} outputSchema must require {name}: {schema}"

@@ -22,6 +22,12 @@
 //!   the quota and the MCP surface.
 //! - `agent_http`: the agent tool over HTTP (JSON API and `/mcp`): header keys, replays, the
 //!   quota headers, Origin/Host/auth security, and reads during an ingest.
+//! - `agent_cancel`: `notifications/cancelled` before a keyed call's commit abandons it, after
+//!   it the call stands (C6), held at each side by a pause point.
+//! - `agent_errors`: one tool-error shape per transport that fits the output schema,
+//!   problem types that lead to a page, one `top_k` range, JSON-RPC errors for bad stdio lines.
+//! - `clients`: the official TypeScript and Python MCP SDK clients against both servers: every
+//!   tool error's message shown, identical results in each protocol revision.
 //! - `abuse`: hostile bytes, bodies and arguments on the agent path get clear errors, write
 //!   nothing, never leak a file from outside the ingested folders, and the server keeps serving.
 //! - `faults`: a full disk, an unwritable or read-only store and a locked ledger fail clearly,
@@ -36,10 +42,13 @@
 mod support;
 
 mod abuse;
+mod agent_cancel;
+mod agent_errors;
 mod agent_http;
 mod agent_keys;
 mod agent_mcp;
 mod cli;
+mod clients;
 mod config;
 mod crash;
 mod deletion;

@@ -37,6 +37,8 @@ pub fn isolate(command: &mut Command) {
     for var in [
         "GROUNDIDX_STORE",
         "GROUNDIDX_CRASH_AT",
+        "GROUNDIDX_PAUSE_AT",
+        "GROUNDIDX_FAKE_NOW_MS",
         "GROUNDIDX_CONFIG",
         "GROUNDIDX_CHUNK_SIZE",
         "GROUNDIDX_MAX_FILE_SIZE",
