@@ -115,13 +115,72 @@ impl Default for AgentConfig {
     }
 }
 
+/// A caller's idempotency key as a transport hands it over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallKey {
+    /// A ready key: `_meta["groundidx/idempotencyKey"]` or the `Idempotency-Key` header.
+    Direct(String),
+    /// `_meta["groundidx/runId"]` and `_meta["groundidx/step"]`, each itself a valid key.
+    RunStep { run_id: String, step: String },
+}
+
+impl From<&str> for CallKey {
+    fn from(key: &str) -> CallKey {
+        CallKey::Direct(key.to_string())
+    }
+}
+
+impl From<String> for CallKey {
+    fn from(key: String) -> CallKey {
+        CallKey::Direct(key)
+    }
+}
+
+impl CallKey {
+    /// The key as the ledger stores it, validated.
+    ///
+    /// A direct key is stored as given. A run and step are stored as the JSON array
+    /// `["RUN", "STEP"]`, with a space after the comma: JSON quoting splits the text into its
+    /// two parts one way only (joined with `/`, run `a/b` with step `c` and run `a` with step
+    /// `b/c` were one key, and the second step got the first one's answer), and since no direct
+    /// key may hold a space, no direct key is ever the stored form of a pair.
+    pub fn stored(&self) -> Result<String, CallError> {
+        match self {
+            CallKey::Direct(key) => {
+                validate_key(key)?;
+                Ok(key.clone())
+            }
+            CallKey::RunStep { run_id, step } => {
+                for (name, part) in [("groundidx/runId", run_id), ("groundidx/step", step)] {
+                    validate_key(part).map_err(|err| match err {
+                        CallError::InvalidKey(why) => {
+                            CallError::InvalidKey(format!("{name}: {why}"))
+                        }
+                        other => other,
+                    })?;
+                }
+                let quoted =
+                    |part: &str| serde_json::to_string(part).expect("a string serialises as JSON");
+                let stored = format!("[{}, {}]", quoted(run_id), quoted(step));
+                if stored.len() > MAX_KEY_LEN {
+                    return Err(CallError::InvalidKey(format!(
+                        "groundidx/runId and groundidx/step are stored together as {} characters, over {MAX_KEY_LEN}\nhint: shorten them, or pass groundidx/idempotencyKey",
+                        stored.len()
+                    )));
+                }
+                Ok(stored)
+            }
+        }
+    }
+}
+
 /// A call as a transport hands it over.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCall {
     /// The caller identity that keys and quotas belong to.
     pub scope: String,
     /// The caller's idempotency key; `None` makes the call not deduplicable.
-    pub key: Option<String>,
+    pub key: Option<CallKey>,
     pub tool: String,
     pub arguments: Value,
 }
@@ -341,10 +400,7 @@ impl Agent {
             ArgumentError::Invalid(why) => CallError::InvalidArguments(why),
         })?;
         let (key, key_source) = match &call.key {
-            Some(key) => {
-                validate_key(key)?;
-                (key.clone(), KeySource::Caller)
-            }
+            Some(key) => (key.stored()?, KeySource::Caller),
             None => (format!("srv-{}", uuid::Uuid::new_v4()), KeySource::Server),
         };
         let arguments = canonical_json(&call.arguments);

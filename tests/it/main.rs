@@ -22,6 +22,8 @@
 //!   the quota and the MCP surface.
 //! - `agent_http`: the agent tool over HTTP (JSON API and `/mcp`): header keys, replays, the
 //!   quota headers, Origin/Host/auth security, and reads during an ingest.
+//! - `agent_metrics`: `/metrics` stays valid and bounded whatever tool names requests carry.
+//! - `agent_run_keys`: every `runId`/`step` pair is a key of its own, never a direct key.
 //! - `abuse`: hostile bytes, bodies and arguments on the agent path get clear errors, write
 //!   nothing, never leak a file from outside the ingested folders, and the server keeps serving.
 //! - `faults`: a full disk, an unwritable or read-only store and a locked ledger fail clearly,
@@ -35,6 +37,8 @@ mod abuse;
 mod agent_http;
 mod agent_keys;
 mod agent_mcp;
+mod agent_metrics;
+mod agent_run_keys;
 mod cli;
 mod config;
 mod crash;
