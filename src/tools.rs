@@ -187,13 +187,14 @@ pub fn execute(reader: &StoreReader, request: &ToolRequest) -> Result<ToolAnswer
             })
         }
         ToolRequest::GetChunk(id) => {
-            let generation = reader.index().generation()?.0;
+            // The generation of the snapshot searches see, as a search would answer it.
+            let generation = reader.index().snapshot().generation().0;
             match search::get_chunk(reader, id)? {
                 Some(chunk) => Ok(ToolAnswer {
                     body: serde_json::to_string(&ChunkAnswer {
                         generation,
                         last_ingest: reader
-                            .ledger()
+                            .ledger()?
                             .last_ingest_ms()?
                             .map(crate::clock::rfc3339),
                         chunk: &chunk,

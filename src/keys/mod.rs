@@ -10,14 +10,14 @@
 mod canonical;
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::ids;
-use crate::ledger::{Access, KeyLookup, KeyRecord, Ledger, NewCall, RecordOutcome};
+use crate::ledger::{Access, KeyLookup, KeyRecord, Ledger, LedgerPool, NewCall, RecordOutcome};
 use crate::store::{StorePaths, StoreReader};
 use crate::tools::{self, ArgumentError, ToolAnswer};
 
@@ -305,16 +305,21 @@ pub struct QuotaState {
     pub reset_seconds: u64,
 }
 
-/// The agent path over one store: a reader for the tools and a ledger connection for the
-/// keyed writes.
+/// The agent path over one store: a reader for the tools, shared by every call at once,
+/// read-only ledger connections for key lookups and quotas, and one ledger connection for the
+/// keyed writes (SQLite takes one writer at a time in any case).
 pub struct Agent {
     store_dir: std::path::PathBuf,
     /// `None` while the index cannot be opened; calls answer `unavailable` and every reload
     /// tries again, so a server outlives a broken or missing index.
-    reader: Mutex<Option<StoreReader>>,
+    reader: RwLock<Option<Arc<StoreReader>>>,
+    reads: LedgerPool,
     ledger: Mutex<Ledger>,
     config: AgentConfig,
 }
+
+/// The most read-only connections the agent path opens for lookups and quotas.
+const READ_CONNECTIONS: usize = 16;
 
 /// Checks a caller's key: 1 to 255 visible ASCII characters.
 pub fn validate_key(key: &str) -> Result<(), CallError> {
@@ -349,9 +354,11 @@ impl Agent {
         }
         let ledger = Ledger::open(&ledger_path, Access::ReadWrite)?;
         ledger.set_busy_timeout(Duration::from_millis(config.busy_timeout_ms))?;
+        let reads = LedgerPool::open(&ledger_path, READ_CONNECTIONS)?;
         Ok(Agent {
             store_dir: store_dir.to_path_buf(),
-            reader: Mutex::new(StoreReader::open(store_dir).ok()),
+            reader: RwLock::new(StoreReader::open(store_dir).ok().map(Arc::new)),
+            reads,
             ledger: Mutex::new(ledger),
             config,
         })
@@ -361,36 +368,39 @@ impl Agent {
         &self.config
     }
 
-    /// Makes the tools see the index's last commit; returns its generation.
+    /// Makes the tools see the index's last commit; returns its generation. Calls running
+    /// meanwhile finish on the snapshot they started with.
     pub fn reload(&self) -> Result<u64> {
-        let mut slot = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-        match slot.as_ref() {
-            // A failed reload keeps serving the commit the reader already has.
-            Some(reader) => Ok(reader.index().reload()?.0),
-            None => {
-                let reader = StoreReader::open(&self.store_dir)?;
-                let generation = reader.index().generation()?.0;
-                *slot = Some(reader);
-                Ok(generation)
-            }
+        // A failed reload keeps serving the commit the reader already has.
+        if let Some(reader) = self.current_reader() {
+            return Ok(reader.index().reload()?.0);
         }
+        let reader = Arc::new(StoreReader::open(&self.store_dir)?);
+        let generation = reader.index().snapshot().generation().0;
+        *self.reader.write().unwrap_or_else(|e| e.into_inner()) = Some(reader);
+        Ok(generation)
     }
 
     /// The index generation the tools see.
     pub fn generation(&self) -> Result<u64> {
-        let slot = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-        match slot.as_ref() {
-            Some(reader) => Ok(reader.index().generation()?.0),
+        match self.current_reader() {
+            Some(reader) => Ok(reader.index().snapshot().generation().0),
             None => Err(Error::NoStore {
                 path: self.store_dir.clone(),
             }),
         }
     }
 
+    fn current_reader(&self) -> Option<Arc<StoreReader>> {
+        self.reader
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// When the last ingest finished, in ms since the epoch.
     pub fn last_ingest_ms(&self) -> Result<Option<i64>> {
-        let ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        ledger.last_ingest_ms()
+        self.reads.get()?.last_ingest_ms()
     }
 
     /// Handles one call at time `now_ms`.
@@ -412,7 +422,7 @@ impl Agent {
         // the quota.
         let mut late = false;
         if key_source == KeySource::Caller {
-            let lookup = self.with_ledger(|ledger| ledger.lookup_key(&call.scope, &key))?;
+            let lookup = self.with_reads(|ledger| ledger.lookup_key(&call.scope, &key))?;
             match self.settle(lookup, &fingerprint, &key)? {
                 Settled::Answer(response) => return Ok(response),
                 Settled::Late => late = true,
@@ -421,14 +431,13 @@ impl Agent {
         }
 
         let answer: ToolAnswer = {
-            let slot = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(reader) = slot.as_ref() else {
+            let Some(reader) = self.current_reader() else {
                 return Err(CallError::Unavailable(format!(
                     "no readable index in {}",
                     self.store_dir.display()
                 )));
             };
-            tools::execute(reader, &request).map_err(unavailable)?
+            tools::execute(&reader, &request).map_err(unavailable)?
         };
         if late {
             return Ok(fresh(answer, Replayed::Late, key, key_source));
@@ -436,7 +445,7 @@ impl Agent {
 
         let limit = self.config.rate_limit;
         let window_start = window_start(now_ms, limit.window_secs);
-        let outcome = self.with_ledger(|ledger| {
+        let outcome = self.with_writes(|ledger| {
             ledger.record_call(&NewCall {
                 scope: &call.scope,
                 key: &key,
@@ -475,7 +484,7 @@ impl Agent {
     /// The scope's quota at `now_ms`.
     pub fn quota(&self, scope: &str, now_ms: i64) -> Result<QuotaState, CallError> {
         let limit = self.config.rate_limit;
-        let used = self.with_ledger(|ledger| {
+        let used = self.with_reads(|ledger| {
             ledger.units_used(scope, window_start(now_ms, limit.window_secs))
         })?;
         Ok(QuotaState {
@@ -486,14 +495,16 @@ impl Agent {
         })
     }
 
-    fn with_ledger<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T, CallError> {
+    /// Runs a read on a connection of its own, beside any other call.
+    fn with_reads<T>(&self, f: impl FnOnce(&Ledger) -> Result<T>) -> Result<T, CallError> {
+        let ledger = self.reads.get().map_err(unavailable)?;
+        f(&ledger).map_err(unavailable)
+    }
+
+    /// Runs a write on the one write connection.
+    fn with_writes<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T, CallError> {
         let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut ledger).map_err(|err| match err {
-            Error::Busy { .. } => CallError::Busy {
-                retry_after_seconds: 1,
-            },
-            other => unavailable(other),
-        })
+        f(&mut ledger).map_err(unavailable)
     }
 
     fn settle(

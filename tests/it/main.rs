@@ -22,6 +22,9 @@
 //!   the quota and the MCP surface.
 //! - `agent_http`: the agent tool over HTTP (JSON API and `/mcp`): header keys, replays, the
 //!   quota headers, Origin/Host/auth security, and reads during an ingest.
+//! - `search_generation`: an answer, its audit row and its replay name the commit searched.
+//! - `agent_concurrency`: concurrent clients during ingests get whole generations, never older.
+//! - `two_roots`: the same relative path under two roots is told apart by its root everywhere.
 //! - `agent_metrics`: `/metrics` stays valid and bounded whatever tool names requests carry.
 //! - `agent_run_keys`: every `runId`/`step` pair is a key of its own, never a direct key.
 //! - `abuse`: hostile bytes, bodies and arguments on the agent path get clear errors, write
@@ -34,6 +37,7 @@
 mod support;
 
 mod abuse;
+mod agent_concurrency;
 mod agent_http;
 mod agent_keys;
 mod agent_mcp;
@@ -53,5 +57,7 @@ mod ops;
 mod prompt;
 mod reingest;
 mod search;
+mod search_generation;
 mod tidy;
+mod two_roots;
 mod verify;
