@@ -13,6 +13,8 @@ use unicode_normalization::UnicodeNormalization;
 pub const CHUNK_ID_VERSION: &str = "groundidx-chunk-v1";
 /// Version tag mixed into every idempotency fingerprint.
 pub const FINGERPRINT_VERSION: &str = "groundidx-idem-v1";
+/// Version tag mixed into every page cursor's MAC.
+pub const CURSOR_VERSION: &str = "groundidx-cursor-v1";
 /// Version tag mixed into every key of an index snapshot's segment layout.
 pub const LAYOUT_VERSION: &str = "groundidx-layout-v1";
 
@@ -195,6 +197,15 @@ pub fn layout_key(layout: &[u8]) -> u64 {
             .try_into()
             .expect("a hash has 32 bytes"),
     )
+}
+
+/// The MAC of a page cursor: `blake3` keyed with the store's cursor key, over the version tag
+/// and `data`. `cursor` owns what `data` is.
+pub fn cursor_mac(key: &[u8; 32], data: &[u8]) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new_keyed(key);
+    hasher.update(CURSOR_VERSION.as_bytes());
+    hasher.update(data);
+    *hasher.finalize().as_bytes()
 }
 
 #[cfg(test)]

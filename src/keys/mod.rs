@@ -15,11 +15,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::cursor::CursorKey;
 use crate::error::{Error, Result};
 use crate::ids;
 use crate::ledger::{Access, KeyLookup, KeyRecord, Ledger, LedgerPool, NewCall, RecordOutcome};
 use crate::store::{StorePaths, StoreReader};
-use crate::tools::{self, ArgumentError, ToolAnswer};
+use crate::tools::{self, ArgumentError, ToolAnswer, ToolRequest};
 
 pub use canonical::canonical_json;
 
@@ -231,10 +232,20 @@ pub enum CallError {
     InvalidKey(String),
     InvalidArguments(String),
     UnknownTool(String),
-    KeyReused { key: String },
-    RateLimited { retry_after_seconds: u64 },
-    Busy { retry_after_seconds: u64 },
+    KeyReused {
+        key: String,
+    },
+    RateLimited {
+        retry_after_seconds: u64,
+    },
+    Busy {
+        retry_after_seconds: u64,
+    },
     Unavailable(String),
+    /// A page cursor of a snapshot the server no longer keeps.
+    CursorExpired {
+        generation: u64,
+    },
 }
 
 impl CallError {
@@ -248,6 +259,7 @@ impl CallError {
             CallError::RateLimited { .. } => "rate_limited",
             CallError::Busy { .. } => "busy",
             CallError::Unavailable(_) => "unavailable",
+            CallError::CursorExpired { .. } => "cursor_expired",
         }
     }
 
@@ -273,6 +285,9 @@ impl CallError {
             CallError::Unavailable(why) => {
                 format!("the index is unavailable ({why}); retry with the same key")
             }
+            CallError::CursorExpired { generation } => format!(
+                "the cursor is of index generation {generation}, which this server no longer keeps (the index has changed since); search again without a cursor"
+            ),
         }
     }
 
@@ -290,6 +305,7 @@ impl CallError {
                 retry_after_seconds,
             } => error["retry_after_seconds"] = json!(retry_after_seconds),
             CallError::KeyReused { key } => error["key"] = json!(key),
+            CallError::CursorExpired { generation } => error["generation"] = json!(generation),
             _ => {}
         }
         json!({ "error": error })
@@ -315,6 +331,7 @@ pub struct Agent {
     reader: RwLock<Option<Arc<StoreReader>>>,
     reads: LedgerPool,
     ledger: Mutex<Ledger>,
+    cursor_key: CursorKey,
     config: AgentConfig,
 }
 
@@ -360,6 +377,7 @@ impl Agent {
             reader: RwLock::new(StoreReader::open(store_dir).ok().map(Arc::new)),
             reads,
             ledger: Mutex::new(ledger),
+            cursor_key: CursorKey::of_store(store_dir),
             config,
         })
     }
@@ -437,7 +455,43 @@ impl Agent {
                     self.store_dir.display()
                 )));
             };
-            tools::execute(&reader, &request).map_err(unavailable)?
+            match &request {
+                ToolRequest::SearchDocs(search) => tools::search_docs(
+                    &reader,
+                    &reader.index().snapshot(),
+                    search,
+                    0,
+                    Some(&self.cursor_key),
+                ),
+                ToolRequest::SearchPage { request, cursor } => {
+                    let cursor = self
+                        .cursor_key
+                        .open(cursor, &tools::cursor_request(request))
+                        .map_err(CallError::InvalidArguments)?;
+                    let Some(snapshot) =
+                        reader.index().snapshot_at(cursor.generation, cursor.layout)
+                    else {
+                        return Err(CallError::CursorExpired {
+                            generation: cursor.generation.0,
+                        });
+                    };
+                    if cursor.offset as usize + request.top_k > crate::search::MAX_TOP_K {
+                        return Err(CallError::InvalidArguments(format!(
+                            "a search pages through at most {} hits; this page would go past them",
+                            crate::search::MAX_TOP_K
+                        )));
+                    }
+                    tools::search_docs(
+                        &reader,
+                        &snapshot,
+                        request,
+                        cursor.offset,
+                        Some(&self.cursor_key),
+                    )
+                }
+                ToolRequest::GetChunk(_) => tools::execute(&reader, &request),
+            }
+            .map_err(unavailable)?
         };
         if late {
             return Ok(fresh(answer, Replayed::Late, key, key_source));

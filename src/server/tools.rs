@@ -68,7 +68,10 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
     });
     let mut search_output = json!({
         "type": "object",
-        "properties": {"hits": {"type": "array", "items": hit_schema()}},
+        "properties": {
+            "hits": {"type": "array", "items": hit_schema()},
+            "next_cursor": {"type": "string", "description": "present when more hits follow: pass it as cursor, with the same query and filters, for the next page from the same index generation"}
+        },
         "required": ["generation", "last_ingest", "hits"]
     });
     let mut chunk_output = json!({
@@ -106,7 +109,8 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
                     "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "description": "free text; quotes make a phrase; never fails for its syntax"},
                     "top_k": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": DEFAULT_TOP_K},
                     "path_prefix": {"type": "string", "description": "only passages from files whose path starts with this"},
-                    "tags": {"type": "array", "items": {"type": "string"}, "description": "only documents carrying every one of these front-matter tags"}
+                    "tags": {"type": "array", "items": {"type": "string"}, "description": "only documents carrying every one of these front-matter tags"},
+                    "cursor": {"type": "string", "description": "the next_cursor of the previous page; with the same query and filters it gives the next top_k hits from the same index generation"}
                 },
                 "required": ["query"],
                 "additionalProperties": false
@@ -192,6 +196,7 @@ pub fn http_status(error: &CallError) -> StatusCode {
         CallError::KeyReused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
         CallError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         CallError::Busy { .. } | CallError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        CallError::CursorExpired { .. } => StatusCode::GONE,
     }
 }
 

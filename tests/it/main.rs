@@ -25,6 +25,7 @@
 //! - `search_generation`: an answer, its audit row and its replay name the commit searched.
 //! - `agent_concurrency`: concurrent clients during ingests get whole generations, never older.
 //! - `two_roots`: the same relative path under two roots is told apart by its root everywhere.
+//! - `agent_cursor`: P6, `search_docs` pages with `cursor` from one generation; bad cursors refused.
 //! - `agent_metrics`: `/metrics` stays valid and bounded whatever tool names requests carry.
 //! - `agent_run_keys`: every `runId`/`step` pair is a key of its own, never a direct key.
 //! - `abuse`: hostile bytes, bodies and arguments on the agent path get clear errors, write
@@ -38,6 +39,7 @@ mod support;
 
 mod abuse;
 mod agent_concurrency;
+mod agent_cursor;
 mod agent_http;
 mod agent_keys;
 mod agent_mcp;
