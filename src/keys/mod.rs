@@ -455,43 +455,7 @@ impl Agent {
                     self.store_dir.display()
                 )));
             };
-            match &request {
-                ToolRequest::SearchDocs(search) => tools::search_docs(
-                    &reader,
-                    &reader.index().snapshot(),
-                    search,
-                    0,
-                    Some(&self.cursor_key),
-                ),
-                ToolRequest::SearchPage { request, cursor } => {
-                    let cursor = self
-                        .cursor_key
-                        .open(cursor, &tools::cursor_request(request))
-                        .map_err(CallError::InvalidArguments)?;
-                    let Some(snapshot) =
-                        reader.index().snapshot_at(cursor.generation, cursor.layout)
-                    else {
-                        return Err(CallError::CursorExpired {
-                            generation: cursor.generation.0,
-                        });
-                    };
-                    if cursor.offset as usize + request.top_k > crate::search::MAX_TOP_K {
-                        return Err(CallError::InvalidArguments(format!(
-                            "a search pages through at most {} hits; this page would go past them",
-                            crate::search::MAX_TOP_K
-                        )));
-                    }
-                    tools::search_docs(
-                        &reader,
-                        &snapshot,
-                        request,
-                        cursor.offset,
-                        Some(&self.cursor_key),
-                    )
-                }
-                ToolRequest::GetChunk(_) => tools::execute(&reader, &request),
-            }
-            .map_err(unavailable)?
+            self.run(&reader, &request)?
         };
         if late {
             return Ok(fresh(answer, Replayed::Late, key, key_source));
@@ -533,6 +497,47 @@ impl Agent {
                 )),
             },
         }
+    }
+
+    /// Runs a validated call on the reader: a first page on the current snapshot, a next page
+    /// on the snapshot its cursor names (when still kept), a chunk lookup as it is.
+    fn run(&self, reader: &StoreReader, request: &ToolRequest) -> Result<ToolAnswer, CallError> {
+        let answer = match request {
+            ToolRequest::SearchDocs(search) => tools::search_docs(
+                reader,
+                &reader.index().snapshot(),
+                search,
+                0,
+                Some(&self.cursor_key),
+            ),
+            ToolRequest::SearchPage { request, cursor } => {
+                let cursor = self
+                    .cursor_key
+                    .open(cursor, &tools::cursor_request(request))
+                    .map_err(CallError::InvalidArguments)?;
+                let Some(snapshot) = reader.index().snapshot_at(cursor.generation, cursor.layout)
+                else {
+                    return Err(CallError::CursorExpired {
+                        generation: cursor.generation.0,
+                    });
+                };
+                if cursor.offset as usize + request.top_k > crate::search::MAX_TOP_K {
+                    return Err(CallError::InvalidArguments(format!(
+                        "a search pages through at most {} hits; this page would go past them",
+                        crate::search::MAX_TOP_K
+                    )));
+                }
+                tools::search_docs(
+                    reader,
+                    &snapshot,
+                    request,
+                    cursor.offset,
+                    Some(&self.cursor_key),
+                )
+            }
+            ToolRequest::GetChunk(_) => tools::execute(reader, request),
+        };
+        answer.map_err(unavailable)
     }
 
     /// The scope's quota at `now_ms`.
