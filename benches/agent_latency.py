@@ -3,6 +3,7 @@
 
 Usage: benches/agent_latency.py --bin target/release/groundidx (--docs DIR | --store STORE)
        [--calls 500] [--queries FILE] [--json] [--kill-check]
+       [--clients 1,2,4,8 [--seconds 5] [--rounds 3] [--bin OTHER ...]]
 
 Ingests DIR into a temporary store (or uses the existing STORE), then measures, in one run:
   - search_docs over MCP stdio (`groundidx mcp`), one call at a time, each with a fresh key;
@@ -12,7 +13,12 @@ Ingests DIR into a temporary store (or uses the existing STORE), then measures, 
 Prints p50 and p99 in milliseconds and calls per second; `--json` adds one JSON line.
 `--kill-check` instead checks that keyed calls are durable against kill -9: it makes keyed
 calls over HTTP from a thread, kills the server with SIGKILL at a random moment, and checks
-that every call that got its answer is in `groundidx audit`. Standard library only.
+that every call that got its answer is in `groundidx audit`.
+`--clients 1,2,4,8` instead measures searches per second over HTTP with that many concurrent
+clients (each its own connection, each call with a fresh key, for `--seconds`), for every `--bin`
+given (say, a build before and after a change) on the same store, alternating binaries each
+round, and prints the median of `--rounds` per binary and client count side by side.
+Standard library only.
 """
 import argparse
 import http.client
@@ -112,6 +118,65 @@ def http_calls(port, calls, key_of):
     return times
 
 
+def throughput(binary, store, clients, seconds):
+    """Searches per second with `clients` concurrent HTTP clients on one `serve`."""
+    server, port = start_server(binary, store)
+    run = f"conc-{os.getpid()}-{time.time_ns()}"
+    counts = [0] * clients
+    errors = []
+    stop = threading.Event()
+    go = threading.Barrier(clients + 1)
+
+    def client(c):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        i = 0
+        go.wait()
+        while not stop.is_set():
+            body = json.dumps({"query": QUERIES[(c + i) % len(QUERIES)], "top_k": 10})
+            conn.request("POST", "/v1/tools/search_docs", body=body,
+                         headers={"Content-Type": "application/json",
+                                  "Idempotency-Key": f"{run}/{c}/{i}"})
+            response = conn.getresponse()
+            response.read()
+            if response.status != 200:
+                errors.append(response.status)
+                return
+            counts[c] += 1
+            i += 1
+        conn.close()
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    try:
+        for thread in threads:
+            thread.start()
+        go.wait()
+        started = time.perf_counter()
+        time.sleep(seconds)
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+        elapsed = time.perf_counter() - started
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    if errors:
+        raise RuntimeError(f"HTTP {errors[0]} under {clients} clients")
+    return sum(counts) / elapsed
+
+
+def concurrency(binaries, store, clients, seconds, rounds):
+    results = {b: {n: [] for n in clients} for b in binaries}
+    for _ in range(rounds):
+        for n in clients:
+            for binary in binaries:
+                results[binary][n].append(throughput(binary, store, n, seconds))
+    print("searches per second over HTTP, median of %d rounds of %g s" % (rounds, seconds))
+    print("clients " + "".join(f"{os.path.basename(b):>24}" for b in binaries))
+    for n in clients:
+        print(f"{n:>7} " + "".join(f"{statistics.median(results[b][n]):>24.1f}" for b in binaries))
+    return {b: {str(n): statistics.median(v) for n, v in r.items()} for b, r in results.items()}
+
+
 def kill_check(binary, store):
     """SIGKILL the server while keyed calls are in flight; every answered call must be audited."""
     server, port = start_server(binary, store)
@@ -155,14 +220,20 @@ def kill_check(binary, store):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", default="target/release/groundidx")
+    parser.add_argument("--bin", action="append",
+                        help="the groundidx binary (target/release/groundidx); several with --clients")
     parser.add_argument("--docs")
     parser.add_argument("--store", help="an existing store (nothing is ingested)")
     parser.add_argument("--queries", help="a file of queries, one a line")
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--json", action="store_true", help="print the results as a last JSON line")
     parser.add_argument("--kill-check", action="store_true")
+    parser.add_argument("--clients", help="concurrent HTTP clients to measure, e.g. 1,2,4,8")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    binaries = args.bin or ["target/release/groundidx"]
+    args.bin = binaries[0]
     if not args.docs and not args.store:
         parser.error("give --docs or --store")
     if args.queries:
@@ -173,6 +244,12 @@ def main():
         if not store:
             store = os.path.join(tmp, "store")
             subprocess.run([args.bin, "--store", store, "ingest", args.docs, "--quiet"], check=True)
+        if args.clients:
+            clients = [int(n) for n in args.clients.split(",")]
+            result = concurrency(binaries, store, clients, args.seconds, args.rounds)
+            if args.json:
+                print(json.dumps(result))
+            return 0
         if args.kill_check:
             result = kill_check(args.bin, store)
             if args.json:

@@ -149,7 +149,7 @@ impl Keyed {
         self.n += 1;
         let call = ToolCall {
             scope: "bench".into(),
-            key: Some(format!("{}/{}", self.run, self.n)),
+            key: Some(format!("{}/{}", self.run, self.n).into()),
             tool: "search_docs".into(),
             arguments: json!({"query": self.queries[self.n as usize % self.queries.len()], "top_k": 10}),
         };

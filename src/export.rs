@@ -7,6 +7,6 @@ use crate::store::StoreReader;
 
 /// Calls `f` with every chunk, in chunk ID order.
 pub fn export(reader: &StoreReader, mut f: impl FnMut(&ChunkRecord) -> Result<()>) -> Result<()> {
-    let ledger = reader.ledger();
-    ledger.for_each_chunk(|chunk| f(&chunk_record(ledger, chunk)?))
+    let ledger = reader.ledger()?;
+    ledger.for_each_chunk(|chunk| f(&chunk_record(&ledger, chunk)?))
 }

@@ -13,6 +13,10 @@ use unicode_normalization::UnicodeNormalization;
 pub const CHUNK_ID_VERSION: &str = "groundidx-chunk-v1";
 /// Version tag mixed into every idempotency fingerprint.
 pub const FINGERPRINT_VERSION: &str = "groundidx-idem-v1";
+/// Version tag mixed into every page cursor's MAC.
+pub const CURSOR_VERSION: &str = "groundidx-cursor-v1";
+/// Version tag mixed into every key of an index snapshot's segment layout.
+pub const LAYOUT_VERSION: &str = "groundidx-layout-v1";
 
 macro_rules! hash_newtype {
     ($(#[$doc:meta])* $name:ident) => {
@@ -178,6 +182,29 @@ pub fn fingerprint(canonical_json: &[u8]) -> [u8; 32] {
     let mut hasher = blake3::Hasher::new();
     hasher.update(FINGERPRINT_VERSION.as_bytes());
     hasher.update(canonical_json);
+    *hasher.finalize().as_bytes()
+}
+
+/// A 64-bit key of one segment layout of the index (which segments, with which deletes), the
+/// same in every process: it tells two snapshots of one generation apart when a merge came
+/// between them. The caller passes the layout's bytes; `index` owns what they are.
+pub fn layout_key(layout: &[u8]) -> u64 {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(LAYOUT_VERSION.as_bytes());
+    hasher.update(layout);
+    u64::from_le_bytes(
+        hasher.finalize().as_bytes()[..8]
+            .try_into()
+            .expect("a hash has 32 bytes"),
+    )
+}
+
+/// The MAC of a page cursor: `blake3` keyed with the store's cursor key, over the version tag
+/// and `data`. `cursor` owns what `data` is.
+pub fn cursor_mac(key: &[u8; 32], data: &[u8]) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new_keyed(key);
+    hasher.update(CURSOR_VERSION.as_bytes());
+    hasher.update(data);
     *hasher.finalize().as_bytes()
 }
 

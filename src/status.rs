@@ -27,7 +27,7 @@ pub struct StatusReport {
 
 /// Reads the store's counts and generations.
 pub fn status(reader: &StoreReader) -> Result<StatusReport> {
-    let ledger = reader.ledger();
+    let ledger = reader.ledger()?;
     let counts = ledger.counts()?;
     let last_ingest_ms = ledger.last_ingest_ms()?;
     Ok(StatusReport {

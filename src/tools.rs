@@ -7,8 +7,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::cursor::{Cursor, CursorKey};
 use crate::error::Result;
 use crate::ids::ChunkId;
+use crate::index::Snapshot;
 use crate::ledger::ChunkFilter;
 use crate::search::{self, ChunkRecord, MAX_TOP_K, SearchRequest};
 use crate::store::StoreReader;
@@ -24,6 +26,12 @@ pub const DEFAULT_TOP_K: usize = 10;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ToolRequest {
     SearchDocs(SearchRequest),
+    /// `search_docs` with the `cursor` a previous page gave; checked against the store's key
+    /// when it runs (`keys`).
+    SearchPage {
+        request: SearchRequest,
+        cursor: String,
+    },
     GetChunk(ChunkId),
 }
 
@@ -34,6 +42,7 @@ struct SearchDocsArgs {
     top_k: Option<serde_json::Number>,
     path_prefix: Option<String>,
     tags: Option<Vec<String>>,
+    cursor: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -66,6 +75,7 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                     // `null` is not absent: the schema says integer, so it is refused.
                     ("top_k", "an integer", |v| v.is_i64() || v.is_u64()),
                     ("path_prefix", "a string", Value::is_string),
+                    ("cursor", "a string (a next_cursor)", Value::is_string),
                     ("tags", "an array of strings", |v| {
                         v.as_array()
                             .is_some_and(|tags| tags.iter().all(Value::is_string))
@@ -93,7 +103,7 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                     "tags must be at most 32 non-empty strings of at most 256 bytes".into(),
                 ));
             }
-            Ok(ToolRequest::SearchDocs(SearchRequest {
+            let request = SearchRequest {
                 query: query.to_string(),
                 top_k,
                 filter: ChunkFilter {
@@ -104,7 +114,11 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                     tags,
                     root: None,
                 },
-            }))
+            };
+            Ok(match args.cursor {
+                Some(cursor) => ToolRequest::SearchPage { request, cursor },
+                None => ToolRequest::SearchDocs(request),
+            })
         }
         "get_chunk" => {
             check_types(
@@ -175,6 +189,64 @@ pub struct ToolAnswer {
     pub index_generation: u64,
 }
 
+/// A search answer as the tool gives it: the search's fields, and `next_cursor` when more hits
+/// follow.
+#[derive(Serialize)]
+struct SearchAnswer<'a> {
+    #[serde(flatten)]
+    response: &'a search::SearchResponse,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+}
+
+/// What a page cursor is bound to: the query and filters (not `top_k`, which may change from
+/// page to page).
+pub fn cursor_request(request: &SearchRequest) -> Vec<u8> {
+    serde_json::json!({
+        "query": request.query,
+        "path_prefix": request.filter.path_prefix,
+        "tags": request.filter.tags,
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Runs `search_docs` on one snapshot from hit `offset` on; with `pages`, an answer with more
+/// hits after it carries the `next_cursor` that continues it on the same snapshot.
+pub fn search_docs(
+    reader: &StoreReader,
+    snapshot: &Snapshot,
+    request: &SearchRequest,
+    offset: u32,
+    pages: Option<&CursorKey>,
+) -> Result<ToolAnswer> {
+    let ledger = reader.ledger()?;
+    let page = search::search_page(snapshot, &ledger, request, offset as usize)?;
+    let next_cursor = match pages {
+        Some(key) if page.more => Some(key.seal(
+            &Cursor {
+                generation: snapshot.generation(),
+                layout: snapshot.layout(),
+                offset: offset + page.response.hits.len() as u32,
+            },
+            &cursor_request(request),
+        )),
+        _ => None,
+    };
+    let response = page.response;
+    Ok(ToolAnswer {
+        n_hits: response.hits.len() as u64,
+        index_generation: response.generation,
+        body: serde_json::to_string(&SearchAnswer {
+            response: &response,
+            next_cursor,
+        })
+        .expect("a search response serialises"),
+        is_error: false,
+        outcome: "ok",
+    })
+}
+
 #[derive(Serialize)]
 struct ChunkAnswer<'a> {
     generation: u64,
@@ -182,27 +254,25 @@ struct ChunkAnswer<'a> {
     chunk: &'a ChunkRecord,
 }
 
-/// Runs a validated call against the reader's last commit.
+/// Runs a validated call against the reader's current snapshot, without page cursors (the
+/// agent path pages through `search_docs`, which `keys` calls with the store's cursor key).
 pub fn execute(reader: &StoreReader, request: &ToolRequest) -> Result<ToolAnswer> {
     match request {
         ToolRequest::SearchDocs(search_request) => {
-            let response = search::search(reader, search_request)?;
-            Ok(ToolAnswer {
-                n_hits: response.hits.len() as u64,
-                index_generation: response.generation,
-                body: serde_json::to_string(&response).expect("a search response serialises"),
-                is_error: false,
-                outcome: "ok",
-            })
+            search_docs(reader, &reader.index().snapshot(), search_request, 0, None)
         }
+        ToolRequest::SearchPage { .. } => Err(crate::error::Error::Usage(
+            "a search_docs cursor is read by the agent path only".into(),
+        )),
         ToolRequest::GetChunk(id) => {
-            let generation = reader.index().generation()?.0;
+            // The generation of the snapshot searches see, as a search would answer it.
+            let generation = reader.index().snapshot().generation().0;
             match search::get_chunk(reader, id)? {
                 Some(chunk) => Ok(ToolAnswer {
                     body: serde_json::to_string(&ChunkAnswer {
                         generation,
                         last_ingest: reader
-                            .ledger()
+                            .ledger()?
                             .last_ingest_ms()?
                             .map(crate::clock::rfc3339),
                         chunk: &chunk,

@@ -33,10 +33,11 @@ pub struct VerifyReport {
 
 /// Compares ledger and index.
 pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
-    let ledger = reader.ledger();
-    let index = reader.index();
+    let ledger = reader.ledger()?;
+    // One snapshot for the IDs and their generation, so the two describe the same commit.
+    let index = reader.index().snapshot();
     let ledger_generation = ledger.generation()?;
-    let index_generation = index.generation()?;
+    let index_generation = index.generation();
     let ledger_ids: Vec<String> = ledger.chunk_ids()?.iter().map(ChunkId::to_hex).collect();
     let index_ids = index.chunk_ids()?;
 

@@ -590,6 +590,11 @@ fn check_parse(tool: &str, arguments: &Value) {
                 Ok(ToolRequest::SearchDocs(request))
             );
         }
+        Ok(ToolRequest::SearchPage { request, cursor }) => {
+            assert_eq!(tool, "search_docs");
+            assert_eq!(arguments["cursor"].as_str(), Some(cursor.as_str()));
+            assert!((1..=search::MAX_TOP_K).contains(&request.top_k));
+        }
         Ok(ToolRequest::GetChunk(id)) => {
             assert_eq!(tool, "get_chunk");
             assert_eq!(

@@ -34,7 +34,7 @@ fn since_ms(args: &Args) -> Result<i64> {
 pub fn run_audit(cli: &Cli, args: &Args) -> Result<ExitCode> {
     let reader = StoreReader::open(&cli.store_dir())?;
     let rows = reader
-        .ledger()
+        .ledger()?
         .audit_rows(since_ms(args)?, args.client.as_deref())?;
     if cli.json {
         output::json(&serde_json::json!({ "events": rows }))?;
@@ -63,7 +63,7 @@ pub fn run_audit(cli: &Cli, args: &Args) -> Result<ExitCode> {
 pub fn run_usage(cli: &Cli, args: &Args) -> Result<ExitCode> {
     let reader = StoreReader::open(&cli.store_dir())?;
     let rows = reader
-        .ledger()
+        .ledger()?
         .usage_rows(since_ms(args)?, args.client.as_deref())?;
     let total: u64 = rows.iter().map(|r| r.units).sum();
     if cli.json {

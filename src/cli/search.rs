@@ -66,7 +66,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
 
 /// The canonical path of `dir`, which must be one of the store's roots.
 fn known_root(reader: &StoreReader, dir: &std::path::Path) -> Result<String> {
-    let roots = reader.ledger().roots()?;
+    let roots = reader.ledger()?.roots()?;
     let canonical = dir.canonicalize().ok();
     canonical
         .as_ref()
@@ -91,15 +91,21 @@ fn print_hits(response: &SearchResponse) -> Result<()> {
         return output::line("no hits");
     }
     for (rank, hit) in response.hits.iter().enumerate() {
-        let first = hit.paths.first().map_or("", String::as_str);
-        let more = match hit.paths.len() {
+        // The first file with its root: a relative path alone can be under several roots.
+        let first = hit.sources.first().map_or(String::new(), |source| {
+            std::path::Path::new(&source.root)
+                .join(&source.path)
+                .display()
+                .to_string()
+        });
+        let more = match hit.sources.len() {
             0 | 1 => String::new(),
             n => format!(" (+{} more)", n - 1),
         };
         output::line(format!(
             "{:>2}. {}{}{more}  {}",
             rank + 1,
-            style::out(Style::Path, first),
+            style::out(Style::Path, &first),
             style::out(Style::Dim, &format!(":{}-{}", hit.lines[0], hit.lines[1])),
             style::out(Style::Dim, &format!("{:.2}", hit.score)),
         ))?;

@@ -7,11 +7,20 @@
 //! rename or a tag edit never rewrites the index. The commit payload holds the ledger generation
 //! the commit brings the index to.
 //!
+//! A reader searches a `Snapshot`: one Tantivy searcher together with the generation of that
+//! very commit, read from the commit whose segments the searcher holds (never from a later read
+//! of `meta.json`, which an ingest may have moved on meanwhile). Snapshots are cheap to clone
+//! and shared by every thread; the last few are kept, so that a page cursor can come back to
+//! the generation it was cut from.
+//!
 //! It never reads the ledger; `store` decides what to write.
 
 mod query;
 
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use tantivy::collector::{FilterCollector, TopDocs};
 use tantivy::directory::MmapDirectory;
@@ -20,11 +29,20 @@ use tantivy::schema::{
     TextOptions, Value,
 };
 use tantivy::snippet::SnippetGenerator;
-use tantivy::{DocAddress, Index as TantivyIndex, IndexReader, IndexWriter, ReloadPolicy, Term};
+use tantivy::{
+    DocAddress, Index as TantivyIndex, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term,
+};
 use tantivy::{TantivyDocument, doc};
 
 use crate::error::{Error, Result};
-use crate::ids::{ChunkId, Generation};
+use crate::ids::{self, ChunkId, Generation};
+
+/// How many snapshots a reader keeps: the current one and those it replaced.
+const KEPT_SNAPSHOTS: usize = 8;
+/// How long a replaced snapshot stays available to page cursors.
+const KEEP_REPLACED_FOR: Duration = Duration::from_secs(10 * 60);
+/// How often a reload reads `meta.json` again when commits land while it looks.
+const CAPTURE_TRIES: usize = 16;
 
 /// A chunk as the index receives it.
 #[derive(Clone, Debug)]
@@ -79,6 +97,18 @@ pub struct Index {
     index: TantivyIndex,
     fields: Fields,
     reader: IndexReader,
+    /// Oldest first, the current snapshot last, each with the moment it became current.
+    snapshots: RwLock<VecDeque<(Instant, Arc<Snapshot>)>>,
+}
+
+/// One commit as a reader sees it: the searcher, and the generation and segment layout of
+/// exactly the commit it searches.
+#[derive(Clone)]
+pub struct Snapshot {
+    searcher: Searcher,
+    fields: Fields,
+    generation: Generation,
+    layout: u64,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -157,14 +187,37 @@ impl Index {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(index_error("open reader"))?;
+        let first = capture(&index, &reader, fields)?;
         Ok(Index {
             index,
             fields,
             reader,
+            snapshots: RwLock::new(VecDeque::from([(Instant::now(), Arc::new(first))])),
         })
     }
 
-    /// The generation of the last commit (0 for an index never committed).
+    /// The snapshot searches see now.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        let snapshots = self.snapshots.read().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(
+            &snapshots
+                .back()
+                .expect("an index keeps its current snapshot")
+                .1,
+        )
+    }
+
+    /// A kept snapshot of this generation and segment layout, if there still is one.
+    pub fn snapshot_at(&self, generation: Generation, layout: u64) -> Option<Arc<Snapshot>> {
+        let snapshots = self.snapshots.read().unwrap_or_else(|e| e.into_inner());
+        snapshots
+            .iter()
+            .find(|(_, s)| s.generation == generation && s.layout == layout)
+            .map(|(_, s)| Arc::clone(s))
+    }
+
+    /// The generation of the last commit on disk (0 for an index never committed). A reader
+    /// may not see it yet: what a search saw is `Snapshot::generation`.
     pub fn generation(&self) -> Result<Generation> {
         let metas = self
             .index
@@ -179,10 +232,29 @@ impl Index {
         ))
     }
 
-    /// Makes the reader see the last commit. Returns the generation it now sees.
+    /// Makes the reader see the last commit. Returns the generation it now sees. On an error
+    /// the previous snapshot stays current.
     pub fn reload(&self) -> Result<Generation> {
         self.reader.reload().map_err(index_error("reload"))?;
-        self.generation()
+        let fresh = capture(&self.index, &self.reader, self.fields)?;
+        let generation = fresh.generation;
+        let mut snapshots = self.snapshots.write().unwrap_or_else(|e| e.into_inner());
+        let current = &snapshots
+            .back()
+            .expect("an index keeps its current snapshot")
+            .1;
+        if current.generation == fresh.generation && current.layout == fresh.layout {
+            return Ok(generation);
+        }
+        snapshots.push_back((Instant::now(), Arc::new(fresh)));
+        // A snapshot is dropped once it has been replaced for long enough, or when too many
+        // are kept; the current one always stays.
+        while snapshots.len() > 1
+            && (snapshots.len() > KEPT_SNAPSHOTS || snapshots[1].0.elapsed() > KEEP_REPLACED_FOR)
+        {
+            snapshots.pop_front();
+        }
+        Ok(generation)
     }
 
     /// Starts writing. The writer holds Tantivy's own lock until dropped.
@@ -197,10 +269,83 @@ impl Index {
         })
     }
 
-    /// Every chunk ID in the last commit the reader sees, once per Tantivy document (so a
+    /// Every chunk ID in the current snapshot (see `Snapshot::chunk_ids`).
+    pub fn chunk_ids(&self) -> Result<Vec<String>> {
+        self.snapshot().chunk_ids()
+    }
+
+    /// The number of chunks in the current snapshot.
+    pub fn num_chunks(&self) -> u64 {
+        self.snapshot().num_chunks()
+    }
+
+    /// Runs a query on the current snapshot (see `Snapshot::search`).
+    pub fn search(
+        &self,
+        query_text: &str,
+        limit: usize,
+        allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
+        config: &QueryConfig,
+    ) -> Result<Vec<IndexHit>> {
+        self.snapshot().search(query_text, limit, allowed, config)
+    }
+}
+
+/// The reader's searcher with the generation of the commit it holds. The searcher is built from
+/// the `meta.json` its last reload read, and a commit can land between that reload and a read
+/// of `meta.json` here: the generation is taken from the commit whose segments (with their
+/// deletes) are exactly the searcher's, reloading until the two agree.
+fn capture(index: &TantivyIndex, reader: &IndexReader, fields: Fields) -> Result<Snapshot> {
+    for _ in 0..CAPTURE_TRIES {
+        let metas = index.load_metas().map_err(index_error("read meta.json"))?;
+        let searcher = reader.searcher();
+        let on_disk: BTreeMap<_, _> = metas
+            .segments
+            .iter()
+            .map(|segment| (segment.id(), segment.delete_opstamp()))
+            .collect();
+        let held = searcher.generation().segments();
+        if &on_disk == held {
+            let mut layout = Vec::with_capacity(held.len() * 24);
+            for (id, deletes) in held {
+                layout.extend_from_slice(id.uuid_string().as_bytes());
+                layout.extend_from_slice(&deletes.unwrap_or(0).to_le_bytes());
+            }
+            return Ok(Snapshot {
+                searcher,
+                fields,
+                generation: Generation(
+                    metas
+                        .payload
+                        .as_deref()
+                        .and_then(|p| p.parse().ok())
+                        .unwrap_or(0),
+                ),
+                layout: ids::layout_key(&layout),
+            });
+        }
+        reader.reload().map_err(index_error("reload"))?;
+    }
+    Err(Error::Inconsistent(format!(
+        "the index changed on every one of {CAPTURE_TRIES} reads while it was opened\nhint: try again when the ingest has finished"
+    )))
+}
+
+impl Snapshot {
+    /// The generation of the commit this snapshot searches.
+    pub fn generation(&self) -> Generation {
+        self.generation
+    }
+
+    /// The key of its segment layout (`ids::layout_key`).
+    pub fn layout(&self) -> u64 {
+        self.layout
+    }
+
+    /// Every chunk ID in the commit this snapshot holds, once per Tantivy document (so a
     /// duplicate shows up twice), sorted.
     pub fn chunk_ids(&self) -> Result<Vec<String>> {
-        let searcher = self.reader.searcher();
+        let searcher = &self.searcher;
         let mut ids = Vec::with_capacity(searcher.num_docs() as usize);
         for segment in searcher.segment_readers() {
             let column = segment
@@ -223,9 +368,9 @@ impl Index {
         Ok(ids)
     }
 
-    /// The number of chunks in the last commit the reader sees.
+    /// The number of chunks in the commit this snapshot holds.
     pub fn num_chunks(&self) -> u64 {
-        self.reader.searcher().num_docs()
+        self.searcher.num_docs()
     }
 
     /// Runs a query and returns up to `limit` hits, best first. `allowed` restricts hits to the
@@ -237,9 +382,9 @@ impl Index {
         allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
         config: &QueryConfig,
     ) -> Result<Vec<IndexHit>> {
-        let searcher = self.reader.searcher();
+        let searcher = &self.searcher;
         let query = query::build(
-            &self.index,
+            searcher.index(),
             self.fields.heading,
             self.fields.body,
             query_text,
@@ -265,7 +410,7 @@ impl Index {
                     .map_err(index_error("search"))?
             }
         };
-        let mut snippets = SnippetGenerator::create(&searcher, &*query, self.fields.body)
+        let mut snippets = SnippetGenerator::create(searcher, &*query, self.fields.body)
             .map_err(index_error("snippet"))?;
         snippets.set_max_num_chars(240);
         let mut hits = Vec::with_capacity(top.len());

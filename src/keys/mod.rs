@@ -10,16 +10,17 @@
 mod canonical;
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::cursor::CursorKey;
 use crate::error::{Error, Result};
 use crate::ids;
-use crate::ledger::{Access, KeyLookup, KeyRecord, Ledger, NewCall, RecordOutcome};
+use crate::ledger::{Access, KeyLookup, KeyRecord, Ledger, LedgerPool, NewCall, RecordOutcome};
 use crate::store::{StorePaths, StoreReader};
-use crate::tools::{self, ArgumentError, ToolAnswer};
+use crate::tools::{self, ArgumentError, ToolAnswer, ToolRequest};
 
 pub use canonical::canonical_json;
 
@@ -115,13 +116,72 @@ impl Default for AgentConfig {
     }
 }
 
+/// A caller's idempotency key as a transport hands it over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallKey {
+    /// A ready key: `_meta["groundidx/idempotencyKey"]` or the `Idempotency-Key` header.
+    Direct(String),
+    /// `_meta["groundidx/runId"]` and `_meta["groundidx/step"]`, each itself a valid key.
+    RunStep { run_id: String, step: String },
+}
+
+impl From<&str> for CallKey {
+    fn from(key: &str) -> CallKey {
+        CallKey::Direct(key.to_string())
+    }
+}
+
+impl From<String> for CallKey {
+    fn from(key: String) -> CallKey {
+        CallKey::Direct(key)
+    }
+}
+
+impl CallKey {
+    /// The key as the ledger stores it, validated.
+    ///
+    /// A direct key is stored as given. A run and step are stored as the JSON array
+    /// `["RUN", "STEP"]`, with a space after the comma: JSON quoting splits the text into its
+    /// two parts one way only (joined with `/`, run `a/b` with step `c` and run `a` with step
+    /// `b/c` were one key, and the second step got the first one's answer), and since no direct
+    /// key may hold a space, no direct key is ever the stored form of a pair.
+    pub fn stored(&self) -> Result<String, CallError> {
+        match self {
+            CallKey::Direct(key) => {
+                validate_key(key)?;
+                Ok(key.clone())
+            }
+            CallKey::RunStep { run_id, step } => {
+                for (name, part) in [("groundidx/runId", run_id), ("groundidx/step", step)] {
+                    validate_key(part).map_err(|err| match err {
+                        CallError::InvalidKey(why) => {
+                            CallError::InvalidKey(format!("{name}: {why}"))
+                        }
+                        other => other,
+                    })?;
+                }
+                let quoted =
+                    |part: &str| serde_json::to_string(part).expect("a string serialises as JSON");
+                let stored = format!("[{}, {}]", quoted(run_id), quoted(step));
+                if stored.len() > MAX_KEY_LEN {
+                    return Err(CallError::InvalidKey(format!(
+                        "groundidx/runId and groundidx/step are stored together as {} characters, over {MAX_KEY_LEN}\nhint: shorten them, or pass groundidx/idempotencyKey",
+                        stored.len()
+                    )));
+                }
+                Ok(stored)
+            }
+        }
+    }
+}
+
 /// A call as a transport hands it over.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCall {
     /// The caller identity that keys and quotas belong to.
     pub scope: String,
     /// The caller's idempotency key; `None` makes the call not deduplicable.
-    pub key: Option<String>,
+    pub key: Option<CallKey>,
     pub tool: String,
     pub arguments: Value,
 }
@@ -172,11 +232,21 @@ pub enum CallError {
     InvalidKey(String),
     InvalidArguments(String),
     UnknownTool(String),
-    KeyReused { key: String },
-    RateLimited { retry_after_seconds: u64 },
-    Busy { retry_after_seconds: u64 },
+    KeyReused {
+        key: String,
+    },
+    RateLimited {
+        retry_after_seconds: u64,
+    },
+    Busy {
+        retry_after_seconds: u64,
+    },
     Unavailable(String),
     Cancelled,
+    /// A page cursor of a snapshot the server no longer keeps.
+    CursorExpired {
+        generation: u64,
+    },
 }
 
 impl CallError {
@@ -191,6 +261,7 @@ impl CallError {
             CallError::Busy { .. } => "busy",
             CallError::Unavailable(_) => "unavailable",
             CallError::Cancelled => "cancelled",
+            CallError::CursorExpired { .. } => "cursor_expired",
         }
     }
 
@@ -217,6 +288,9 @@ impl CallError {
                 format!("the index is unavailable ({why}); retry with the same key")
             }
             CallError::Cancelled => "the call was cancelled before it was recorded; nothing was written, and a retry with the same key executes".into(),
+            CallError::CursorExpired { generation } => format!(
+                "the cursor is of index generation {generation}, which this server no longer keeps (the index has changed since); search again without a cursor"
+            ),
         }
     }
 
@@ -234,6 +308,7 @@ impl CallError {
                 retry_after_seconds,
             } => error["retry_after_seconds"] = json!(retry_after_seconds),
             CallError::KeyReused { key } => error["key"] = json!(key),
+            CallError::CursorExpired { generation } => error["generation"] = json!(generation),
             _ => {}
         }
         json!({ "error": error })
@@ -249,16 +324,22 @@ pub struct QuotaState {
     pub reset_seconds: u64,
 }
 
-/// The agent path over one store: a reader for the tools and a ledger connection for the
-/// keyed writes.
+/// The agent path over one store: a reader for the tools, shared by every call at once,
+/// read-only ledger connections for key lookups and quotas, and one ledger connection for the
+/// keyed writes (SQLite takes one writer at a time in any case).
 pub struct Agent {
     store_dir: std::path::PathBuf,
     /// `None` while the index cannot be opened; calls answer `unavailable` and every reload
     /// tries again, so a server outlives a broken or missing index.
-    reader: Mutex<Option<StoreReader>>,
+    reader: RwLock<Option<Arc<StoreReader>>>,
+    reads: LedgerPool,
     ledger: Mutex<Ledger>,
+    cursor_key: CursorKey,
     config: AgentConfig,
 }
+
+/// The most read-only connections the agent path opens for lookups and quotas.
+const READ_CONNECTIONS: usize = 16;
 
 /// Checks a caller's key: 1 to 255 visible ASCII characters.
 pub fn validate_key(key: &str) -> Result<(), CallError> {
@@ -293,10 +374,13 @@ impl Agent {
         }
         let ledger = Ledger::open(&ledger_path, Access::ReadWrite)?;
         ledger.set_busy_timeout(Duration::from_millis(config.busy_timeout_ms))?;
+        let reads = LedgerPool::open(&ledger_path, READ_CONNECTIONS)?;
         Ok(Agent {
             store_dir: store_dir.to_path_buf(),
-            reader: Mutex::new(StoreReader::open(store_dir).ok()),
+            reader: RwLock::new(StoreReader::open(store_dir).ok().map(Arc::new)),
+            reads,
             ledger: Mutex::new(ledger),
+            cursor_key: CursorKey::of_store(store_dir),
             config,
         })
     }
@@ -305,36 +389,39 @@ impl Agent {
         &self.config
     }
 
-    /// Makes the tools see the index's last commit; returns its generation.
+    /// Makes the tools see the index's last commit; returns its generation. Calls running
+    /// meanwhile finish on the snapshot they started with.
     pub fn reload(&self) -> Result<u64> {
-        let mut slot = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-        match slot.as_ref() {
-            // A failed reload keeps serving the commit the reader already has.
-            Some(reader) => Ok(reader.index().reload()?.0),
-            None => {
-                let reader = StoreReader::open(&self.store_dir)?;
-                let generation = reader.index().generation()?.0;
-                *slot = Some(reader);
-                Ok(generation)
-            }
+        // A failed reload keeps serving the commit the reader already has.
+        if let Some(reader) = self.current_reader() {
+            return Ok(reader.index().reload()?.0);
         }
+        let reader = Arc::new(StoreReader::open(&self.store_dir)?);
+        let generation = reader.index().snapshot().generation().0;
+        *self.reader.write().unwrap_or_else(|e| e.into_inner()) = Some(reader);
+        Ok(generation)
     }
 
     /// The index generation the tools see.
     pub fn generation(&self) -> Result<u64> {
-        let slot = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-        match slot.as_ref() {
-            Some(reader) => Ok(reader.index().generation()?.0),
+        match self.current_reader() {
+            Some(reader) => Ok(reader.index().snapshot().generation().0),
             None => Err(Error::NoStore {
                 path: self.store_dir.clone(),
             }),
         }
     }
 
+    fn current_reader(&self) -> Option<Arc<StoreReader>> {
+        self.reader
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// When the last ingest finished, in ms since the epoch.
     pub fn last_ingest_ms(&self) -> Result<Option<i64>> {
-        let ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        ledger.last_ingest_ms()
+        self.reads.get()?.last_ingest_ms()
     }
 
     /// Handles one call at time `now_ms`.
@@ -356,10 +443,7 @@ impl Agent {
             ArgumentError::Invalid(why) => CallError::InvalidArguments(why),
         })?;
         let (key, key_source) = match &call.key {
-            Some(key) => {
-                validate_key(key)?;
-                (key.clone(), KeySource::Caller)
-            }
+            Some(key) => (key.stored()?, KeySource::Caller),
             None => (format!("srv-{}", uuid::Uuid::new_v4()), KeySource::Server),
         };
         let arguments = canonical_json(&call.arguments);
@@ -371,7 +455,7 @@ impl Agent {
         // the quota.
         let mut late = false;
         if key_source == KeySource::Caller {
-            let lookup = self.with_ledger(|ledger| ledger.lookup_key(&call.scope, &key))?;
+            let lookup = self.with_reads(|ledger| ledger.lookup_key(&call.scope, &key))?;
             match self.settle(lookup, &fingerprint, &key)? {
                 Settled::Answer(response) => return Ok(response),
                 Settled::Late => late = true,
@@ -380,14 +464,13 @@ impl Agent {
         }
 
         let answer: ToolAnswer = {
-            let slot = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(reader) = slot.as_ref() else {
+            let Some(reader) = self.current_reader() else {
                 return Err(CallError::Unavailable(format!(
                     "no readable index in {}",
                     self.store_dir.display()
                 )));
             };
-            tools::execute(reader, &request).map_err(unavailable)?
+            self.run(&reader, &request)?
         };
         if late {
             return Ok(fresh(answer, Replayed::Late, key, key_source));
@@ -395,7 +478,7 @@ impl Agent {
 
         let limit = self.config.rate_limit;
         let window_start = window_start(now_ms, limit.window_secs);
-        let outcome = self.with_ledger(|ledger| {
+        let outcome = self.with_writes(|ledger| {
             ledger.record_call(
                 &NewCall {
                     scope: &call.scope,
@@ -435,10 +518,51 @@ impl Agent {
         }
     }
 
+    /// Runs a validated call on the reader: a first page on the current snapshot, a next page
+    /// on the snapshot its cursor names (when still kept), a chunk lookup as it is.
+    fn run(&self, reader: &StoreReader, request: &ToolRequest) -> Result<ToolAnswer, CallError> {
+        let answer = match request {
+            ToolRequest::SearchDocs(search) => tools::search_docs(
+                reader,
+                &reader.index().snapshot(),
+                search,
+                0,
+                Some(&self.cursor_key),
+            ),
+            ToolRequest::SearchPage { request, cursor } => {
+                let cursor = self
+                    .cursor_key
+                    .open(cursor, &tools::cursor_request(request))
+                    .map_err(CallError::InvalidArguments)?;
+                let Some(snapshot) = reader.index().snapshot_at(cursor.generation, cursor.layout)
+                else {
+                    return Err(CallError::CursorExpired {
+                        generation: cursor.generation.0,
+                    });
+                };
+                if cursor.offset as usize + request.top_k > crate::search::MAX_PAGED_HITS {
+                    return Err(CallError::InvalidArguments(format!(
+                        "a search pages through at most {} hits; this page would go past them",
+                        crate::search::MAX_PAGED_HITS
+                    )));
+                }
+                tools::search_docs(
+                    reader,
+                    &snapshot,
+                    request,
+                    cursor.offset,
+                    Some(&self.cursor_key),
+                )
+            }
+            ToolRequest::GetChunk(_) => tools::execute(reader, request),
+        };
+        answer.map_err(unavailable)
+    }
+
     /// The scope's quota at `now_ms`.
     pub fn quota(&self, scope: &str, now_ms: i64) -> Result<QuotaState, CallError> {
         let limit = self.config.rate_limit;
-        let used = self.with_ledger(|ledger| {
+        let used = self.with_reads(|ledger| {
             ledger.units_used(scope, window_start(now_ms, limit.window_secs))
         })?;
         Ok(QuotaState {
@@ -449,14 +573,16 @@ impl Agent {
         })
     }
 
-    fn with_ledger<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T, CallError> {
+    /// Runs a read on a connection of its own, beside any other call.
+    fn with_reads<T>(&self, f: impl FnOnce(&Ledger) -> Result<T>) -> Result<T, CallError> {
+        let ledger = self.reads.get().map_err(unavailable)?;
+        f(&ledger).map_err(unavailable)
+    }
+
+    /// Runs a write on the one write connection.
+    fn with_writes<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T, CallError> {
         let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut ledger).map_err(|err| match err {
-            Error::Busy { .. } => CallError::Busy {
-                retry_after_seconds: 1,
-            },
-            other => unavailable(other),
-        })
+        f(&mut ledger).map_err(unavailable)
     }
 
     fn settle(

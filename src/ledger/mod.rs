@@ -8,6 +8,7 @@
 //! It never touches the index; `store` applies `chunk_log` to Tantivy.
 
 mod keys_sql;
+mod pool;
 mod schema;
 
 use std::collections::{HashMap, HashSet};
@@ -24,6 +25,7 @@ use crate::ids::{ChunkId, DocHash, Generation};
 use crate::walk::FileStat;
 
 pub use keys_sql::{AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, UsageRow};
+pub use pool::{LedgerPool, PooledLedger};
 pub use schema::SCHEMA_VERSION;
 
 /// How a ledger is opened.

@@ -18,7 +18,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::{Value, json};
 
 use crate::clock;
-use crate::keys::{Agent, CallError, Replayed, ToolCall};
+use crate::keys::{Agent, CallError, CallKey, Replayed, ToolCall};
 use crate::server::Scope;
 use crate::server::mcp::Handler;
 use crate::server::metrics::{Metrics, Outcome};
@@ -306,7 +306,7 @@ async fn call_tool(
         (Ok(key), Ok(arguments)) => {
             let call = ToolCall {
                 scope: scope.0.clone(),
-                key,
+                key: key.map(CallKey::Direct),
                 tool,
                 arguments,
             };

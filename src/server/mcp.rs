@@ -15,7 +15,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::clock;
-use crate::keys::{Agent, CallError, ToolCall};
+use crate::keys::{Agent, CallError, CallKey, ToolCall};
 use crate::server::Scope;
 use crate::server::metrics::{Metrics, Outcome};
 use crate::server::tools::{mcp_error, mcp_result, tool_list};
@@ -37,8 +37,9 @@ impl Handler {
     }
 }
 
-/// The key in `_meta`: `groundidx/idempotencyKey`, else `groundidx/runId` + "/" + `groundidx/step`.
-fn key_from_meta(meta: &serde_json::Map<String, Value>) -> Result<Option<String>, CallError> {
+/// The key in `_meta`: `groundidx/idempotencyKey`, else the pair `groundidx/runId`,
+/// `groundidx/step` (stored unambiguously: `CallKey::stored`).
+fn key_from_meta(meta: &serde_json::Map<String, Value>) -> Result<Option<CallKey>, CallError> {
     let text = |name: &str| -> Result<Option<String>, CallError> {
         match meta.get(name) {
             None | Some(Value::Null) => Ok(None),
@@ -49,10 +50,10 @@ fn key_from_meta(meta: &serde_json::Map<String, Value>) -> Result<Option<String>
         }
     };
     if let Some(key) = text("groundidx/idempotencyKey")? {
-        return Ok(Some(key));
+        return Ok(Some(CallKey::Direct(key)));
     }
     match (text("groundidx/runId")?, text("groundidx/step")?) {
-        (Some(run), Some(step)) => Ok(Some(format!("{run}/{step}"))),
+        (Some(run_id), Some(step)) => Ok(Some(CallKey::RunStep { run_id, step })),
         (None, None) => Ok(None),
         _ => Err(CallError::InvalidKey(
             "groundidx/runId and groundidx/step go together; give both, or groundidx/idempotencyKey".into(),
@@ -111,12 +112,6 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let tool = request.name.to_string();
-        if !TOOL_NAMES.contains(&tool.as_str()) {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool {tool:?}; the tools are search_docs and get_chunk"),
-                Some(json!({"tool": tool})),
-            ));
-        }
         let started = std::time::Instant::now();
         let record = |outcome: Outcome| {
             tracing::info!(tool, transport = "mcp", ?outcome, took = ?started.elapsed(), "call");
@@ -124,6 +119,16 @@ impl ServerHandler for Handler {
                 metrics.record(&tool, "mcp", outcome, started.elapsed());
             }
         };
+        if !TOOL_NAMES.contains(&tool.as_str()) {
+            // Counted as the JSON API counts it, so a refusal reads the same on either.
+            record(Outcome::Refused(
+                CallError::UnknownTool(String::new()).code(),
+            ));
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool {tool:?}; the tools are search_docs and get_chunk"),
+                Some(json!({"tool": tool})),
+            ));
+        }
         let key = match key_from_meta(&context.meta) {
             Ok(key) => key,
             Err(error) => {
@@ -137,9 +142,16 @@ impl ServerHandler for Handler {
             .and_then(|parts| parts.extensions.get::<Scope>())
             .unwrap_or(&self.default_scope)
             .clone();
+        // The key echoed in the `_meta` of an error result: a direct key as given, a run and
+        // step as stored (none when they are invalid).
+        let shown_key = match &key {
+            Some(CallKey::Direct(key)) => Some(key.clone()),
+            Some(pair) => pair.stored().ok(),
+            None => None,
+        };
         let call = ToolCall {
             scope: scope.0,
-            key: key.clone(),
+            key,
             tool: tool.clone(),
             arguments: Value::Object(request.arguments.unwrap_or_default()),
         };
@@ -155,7 +167,7 @@ impl ServerHandler for Handler {
         record(Outcome::of(&outcome));
         Ok(match outcome {
             Ok(response) => mcp_result(&response),
-            Err(error) => mcp_error(&error, key.as_deref()),
+            Err(error) => mcp_error(&error, shown_key.as_deref()),
         }
         .into())
     }

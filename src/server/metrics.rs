@@ -3,6 +3,10 @@
 //!
 //! Kept in memory, per process: they describe this server since it started. The index
 //! generation and the age of the last ingest are read from the store at scrape time.
+//!
+//! A label value never comes from a request as such: a tool name that is not one of the tools
+//! counts as `unknown` (a random name per request would add a series per request, forever), and
+//! every value is escaped as the text format requires, so no value can end a line.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -10,6 +14,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::keys::{CallError, CallResponse, Replayed};
+use crate::tools::TOOL_NAMES;
 
 /// Upper bounds of the latency histogram, in seconds.
 const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
@@ -42,8 +47,32 @@ struct Histogram {
 
 #[derive(Default)]
 struct State {
-    calls: BTreeMap<(String, &'static str, String), u64>,
-    latency: BTreeMap<String, Histogram>,
+    calls: BTreeMap<(&'static str, &'static str, String), u64>,
+    latency: BTreeMap<&'static str, Histogram>,
+}
+
+/// The `tool` label of a call to `tool`: the tool's name when it is one, else `unknown`.
+pub fn tool_label(tool: &str) -> &'static str {
+    TOOL_NAMES
+        .iter()
+        .find(|name| **name == tool)
+        .copied()
+        .unwrap_or("unknown")
+}
+
+/// A label value as the Prometheus text format writes it: backslash, double quote and line
+/// feed escaped.
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The server's metrics.
@@ -53,19 +82,17 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Records one call of `tool` over `transport` (`mcp` or `http`).
+    /// Records one call of `tool` (any name a request gave) over `transport` (`mcp` or `http`).
     pub fn record(&self, tool: &str, transport: &'static str, outcome: Outcome, took: Duration) {
+        let tool = tool_label(tool);
         let outcome = match outcome {
             Outcome::Executed => "executed".to_string(),
             Outcome::Replayed => "replayed".to_string(),
             Outcome::Refused(code) => format!("refused_{code}"),
         };
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        *state
-            .calls
-            .entry((tool.to_string(), transport, outcome))
-            .or_default() += 1;
-        let histogram = state.latency.entry(tool.to_string()).or_default();
+        *state.calls.entry((tool, transport, outcome)).or_default() += 1;
+        let histogram = state.latency.entry(tool).or_default();
         let seconds = took.as_secs_f64();
         for (bound, count) in BUCKETS.iter().zip(histogram.counts.iter_mut()) {
             if seconds <= *bound {
@@ -86,6 +113,7 @@ impl Metrics {
         );
         let _ = writeln!(out, "# TYPE groundidx_tool_calls_total counter");
         for ((tool, transport, outcome), n) in &state.calls {
+            let (tool, transport, outcome) = (escape(tool), escape(transport), escape(outcome));
             let _ = writeln!(
                 out,
                 "groundidx_tool_calls_total{{tool=\"{tool}\",transport=\"{transport}\",outcome=\"{outcome}\"}} {n}"
@@ -97,6 +125,7 @@ impl Metrics {
         );
         let _ = writeln!(out, "# TYPE groundidx_tool_call_duration_seconds histogram");
         for (tool, histogram) in &state.latency {
+            let tool = escape(tool);
             for (bound, count) in BUCKETS.iter().zip(histogram.counts.iter()) {
                 let _ = writeln!(
                     out,
@@ -136,5 +165,19 @@ impl Metrics {
             let _ = writeln!(out, "groundidx_seconds_since_last_ingest {seconds:.3}");
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{escape, tool_label};
+
+    #[test]
+    fn label_values_are_escaped_and_tools_are_known() {
+        assert_eq!(escape("plain"), "plain");
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        assert_eq!(tool_label("search_docs"), "search_docs");
+        assert_eq!(tool_label("get_chunk"), "get_chunk");
+        assert_eq!(tool_label("x\"} 1\nfake 1"), "unknown");
     }
 }

@@ -20,13 +20,32 @@ fn object(value: Value) -> Arc<JsonObject> {
 
 const KEYS: &str = "Idempotency: pass a key in _meta[\"groundidx/idempotencyKey\"] (1-255 visible ASCII characters; derive it from your checkpointed run id, step and tool-call id, never a fresh random value), or _meta[\"groundidx/runId\"] plus _meta[\"groundidx/step\"]. A retry with the same key and arguments returns the first answer and is audited and counted once; the same key with other arguments is refused. Keys are kept for the configured TTL (7 days by default, never less than 24 hours). Without a key the call is served but cannot be deduplicated: each retry is logged and counted again.";
 
+/// Where a passage appears. Not in any `required` list: answers stored before it existed are
+/// replayed as they were.
+fn sources_schema() -> Value {
+    json!({
+        "type": "array",
+        "description": "every file the passage appears in: the folder it was ingested from (root), its path relative to that folder, and the passage's lines there; tells the same relative path under two roots apart",
+        "items": {
+            "type": "object",
+            "properties": {
+                "root": {"type": "string"},
+                "path": {"type": "string"},
+                "lines": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}
+            },
+            "required": ["root", "path", "lines"]
+        }
+    })
+}
+
 fn hit_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
             "chunk_id": {"type": "string", "description": "64 lowercase hex digits"},
             "score": {"type": "number"},
-            "paths": {"type": "array", "items": {"type": "string"}},
+            "paths": {"type": "array", "items": {"type": "string"}, "description": "each path relative to its root, once; see sources for the roots"},
+            "sources": sources_schema(),
             "heading": {"type": "string"},
             "lines": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
             "snippet": {"type": "string"},
@@ -81,7 +100,10 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
     });
     let mut search_output = json!({
         "type": "object",
-        "properties": {"hits": {"type": "array", "items": hit_schema()}},
+        "properties": {
+            "hits": {"type": "array", "items": hit_schema()},
+            "next_cursor": {"type": "string", "description": "present when more hits follow: pass it as cursor, with the same query and filters, for the next page from the same index generation"}
+        },
         "required": ["generation", "last_ingest", "hits"]
     });
     let mut chunk_output = json!({
@@ -91,6 +113,7 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
             "properties": {
                 "chunk_id": {"type": "string"},
                 "paths": {"type": "array", "items": {"type": "string"}},
+                "sources": sources_schema(),
                 "heading": {"type": "string"},
                 "lines": {"type": "array", "items": {"type": "integer"}},
                 "text": {"type": "string"}
@@ -119,7 +142,8 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
                     "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "description": "free text; quotes make a phrase; never fails for its syntax"},
                     "top_k": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": DEFAULT_TOP_K},
                     "path_prefix": {"type": "string", "description": "only passages from files whose path starts with this"},
-                    "tags": {"type": "array", "items": {"type": "string"}, "description": "only documents carrying every one of these front-matter tags"}
+                    "tags": {"type": "array", "items": {"type": "string"}, "description": "only documents carrying every one of these front-matter tags"},
+                    "cursor": {"type": "string", "description": "the next_cursor of the previous page; with the same query and filters it gives the next top_k hits from the same index generation"}
                 },
                 "required": ["query"],
                 "additionalProperties": false
@@ -211,6 +235,7 @@ pub fn http_status(error: &CallError) -> StatusCode {
         CallError::Busy { .. } | CallError::Unavailable(_) | CallError::Cancelled => {
             StatusCode::SERVICE_UNAVAILABLE
         }
+        CallError::CursorExpired { .. } => StatusCode::GONE,
     }
 }
 

@@ -22,7 +22,7 @@ use crate::crash::crash_point;
 use crate::error::{Error, Result};
 use crate::ids::{ChunkId, Generation};
 use crate::index::{Index, IndexedChunk, Writer};
-use crate::ledger::{Access, Batch, BatchOutcome, Ledger};
+use crate::ledger::{Access, Batch, BatchOutcome, Ledger, LedgerPool, PooledLedger};
 
 pub use lock::{LockWait, WriterLock};
 
@@ -254,12 +254,17 @@ fn writer_of<'a>(slot: &'a mut Option<Writer>, index: &Index) -> Result<&'a mut 
     Ok(slot.as_mut().expect("the writer was just opened"))
 }
 
-/// A store opened for reading: no lock, no replay, no writes.
+/// A store opened for reading: no lock, no replay, no writes. It can be shared by threads:
+/// each search takes the index's current snapshot and a ledger connection of its own.
 pub struct StoreReader {
     paths: StorePaths,
-    ledger: Ledger,
+    ledger: LedgerPool,
     index: Index,
 }
+
+/// The most ledger connections one reader opens: searches beyond that many at once wait for a
+/// connection.
+const READ_CONNECTIONS: usize = 16;
 
 impl StoreReader {
     /// Opens an existing store. Fails with `Error::NoStore` when there is none.
@@ -274,7 +279,7 @@ impl StoreReader {
                 path: dir.to_path_buf(),
             });
         }
-        let ledger = Ledger::open(&paths.ledger(), Access::ReadOnly)?;
+        let ledger = LedgerPool::open(&paths.ledger(), READ_CONNECTIONS)?;
         let index = Index::open(&paths.index())?;
         Ok(StoreReader {
             paths,
@@ -287,8 +292,11 @@ impl StoreReader {
         &self.paths
     }
 
-    pub fn ledger(&self) -> &Ledger {
-        &self.ledger
+    /// A read-only ledger connection of this caller's own until it is dropped.
+    pub fn ledger(&self) -> Result<PooledLedger<'_>> {
+        self.ledger
+            .get()
+            .map_err(|err| err.in_store(&self.paths.dir))
     }
 
     pub fn index(&self) -> &Index {

@@ -508,26 +508,20 @@ async fn k1_meta_key_executes_once_and_is_audited() {
 async fn k2_run_id_and_step_make_the_key() {
     let env = sample_store();
     let mcp = Mcp::start(&env, &[]).await;
-    let first = mcp
-        .call(
-            "search_docs",
-            signing(),
-            json!({"groundidx/runId": "r1", "groundidx/step": "s1/c1"}),
-        )
-        .await;
+    let meta = json!({"groundidx/runId": "r1", "groundidx/step": "s1/c1"});
+    let first = mcp.call("search_docs", signing(), meta.clone()).await;
     first.assert_fresh();
-    assert_eq!(first.key(), "r1/s1/c1", "{}", first.raw);
-    let again = mcp.search("r1/s1/c1", signing()).await;
-    assert_eq!(
-        again.replayed(),
-        &json!(true),
-        "K2 replays against K1: {}",
-        again.raw
-    );
+    assert_eq!(first.key(), r#"["r1", "s1/c1"]"#, "{}", first.raw);
+    let again = mcp.call("search_docs", signing(), meta).await;
+    assert_eq!(again.replayed(), &json!(true), "{}", again.raw);
     assert_eq!(again.text, first.text);
+    // The pair is not the direct key "r1/s1/c1": that one is a call of its own.
+    let direct = mcp.search("r1/s1/c1", signing()).await;
+    direct.assert_fresh();
     mcp.stop().await;
+    assert_executed_once(&env.store, SCOPE, r#"["r1", "s1/c1"]"#);
     assert_executed_once(&env.store, SCOPE, "r1/s1/c1");
-    assert_eq!(counts(&env.store), executed(1));
+    assert_eq!(counts(&env.store), executed(2));
 }
 
 #[tokio::test]

@@ -28,6 +28,12 @@
 //!   problem types that lead to a page, one `top_k` range, JSON-RPC errors for bad stdio lines.
 //! - `clients`: the official TypeScript and Python MCP SDK clients against both servers: every
 //!   tool error's message shown, identical results in each protocol revision.
+//! - `search_generation`: an answer, its audit row and its replay name the commit searched.
+//! - `agent_concurrency`: concurrent clients during ingests get whole generations, never older.
+//! - `two_roots`: the same relative path under two roots is told apart by its root everywhere.
+//! - `agent_cursor`: P6, `search_docs` pages with `cursor` from one generation; bad cursors refused.
+//! - `agent_metrics`: `/metrics` stays valid and bounded whatever tool names requests carry.
+//! - `agent_run_keys`: every `runId`/`step` pair is a key of its own, never a direct key.
 //! - `abuse`: hostile bytes, bodies and arguments on the agent path get clear errors, write
 //!   nothing, never leak a file from outside the ingested folders, and the server keeps serving.
 //! - `faults`: a full disk, an unwritable or read-only store and a locked ledger fail clearly,
@@ -43,10 +49,14 @@ mod support;
 
 mod abuse;
 mod agent_cancel;
+mod agent_concurrency;
+mod agent_cursor;
 mod agent_errors;
 mod agent_http;
 mod agent_keys;
 mod agent_mcp;
+mod agent_metrics;
+mod agent_run_keys;
 mod cli;
 mod clients;
 mod config;
@@ -64,6 +74,8 @@ mod ops;
 mod prompt;
 mod reingest;
 mod search;
+mod search_generation;
 mod stat_cache;
 mod tidy;
+mod two_roots;
 mod verify;

@@ -1,0 +1,138 @@
+//! A bounded pool of read-only ledger connections, so that readers on many threads (a server's
+//! concurrent searches) each read on a connection of their own: a SQLite connection serves one
+//! thread at a time, and one shared connection behind a lock made every search wait for the
+//! one before it.
+//!
+//! It is our own, in a few lines, rather than r2d2: r2d2 starts helper threads for every pool,
+//! which a one-shot CLI search does not want, and needs a manager type for what is just
+//! `Ledger::open`. This pool opens a connection when none is idle, keeps the ones handed back,
+//! and makes a caller wait when `max` are in use.
+
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
+
+use crate::error::Result;
+use crate::ledger::{Access, Ledger};
+
+/// Read-only connections to one ledger.
+pub struct LedgerPool {
+    path: PathBuf,
+    max: usize,
+    state: Mutex<PoolState>,
+    returned: Condvar,
+}
+
+struct PoolState {
+    idle: Vec<Ledger>,
+    /// Connections open, idle or handed out.
+    open: usize,
+}
+
+/// A connection from the pool; it goes back when dropped.
+pub struct PooledLedger<'a> {
+    pool: &'a LedgerPool,
+    ledger: Option<Ledger>,
+}
+
+impl LedgerPool {
+    /// Opens the first connection now, so that a missing ledger or an unknown schema is an
+    /// error here, not at the first read. At most `max` (at least 1) are ever open.
+    pub fn open(path: &Path, max: usize) -> Result<LedgerPool> {
+        let first = Ledger::open(path, Access::ReadOnly)?;
+        Ok(LedgerPool {
+            path: path.to_path_buf(),
+            max: max.max(1),
+            state: Mutex::new(PoolState {
+                idle: vec![first],
+                open: 1,
+            }),
+            returned: Condvar::new(),
+        })
+    }
+
+    /// An idle connection, a new one while fewer than `max` are open, or the next one handed
+    /// back.
+    pub fn get(&self) -> Result<PooledLedger<'_>> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(ledger) = state.idle.pop() {
+                return Ok(self.lend(ledger));
+            }
+            if state.open < self.max {
+                state.open += 1;
+                drop(state);
+                return match Ledger::open(&self.path, Access::ReadOnly) {
+                    Ok(ledger) => Ok(self.lend(ledger)),
+                    Err(err) => {
+                        self.state.lock().unwrap_or_else(|e| e.into_inner()).open -= 1;
+                        self.returned.notify_one();
+                        Err(err)
+                    }
+                };
+            }
+            state = self.returned.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn lend(&self, ledger: Ledger) -> PooledLedger<'_> {
+        PooledLedger {
+            pool: self,
+            ledger: Some(ledger),
+        }
+    }
+}
+
+impl Deref for PooledLedger<'_> {
+    type Target = Ledger;
+
+    fn deref(&self) -> &Ledger {
+        self.ledger
+            .as_ref()
+            .expect("a pooled connection is only taken back on drop")
+    }
+}
+
+impl Drop for PooledLedger<'_> {
+    fn drop(&mut self) {
+        if let Some(ledger) = self.ledger.take() {
+            let mut state = self.pool.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.idle.push(ledger);
+            drop(state);
+            self.pool.returned.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::LedgerPool;
+    use crate::ledger::{Access, Ledger};
+
+    #[test]
+    fn never_more_than_max_connections_are_out() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("ledger.sqlite");
+        drop(Ledger::open(&path, Access::ReadWrite).expect("create a ledger"));
+        let pool = LedgerPool::open(&path, 2).expect("open the pool");
+        let out = AtomicUsize::new(0);
+        let most = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..6 {
+                scope.spawn(|| {
+                    for _ in 0..20 {
+                        let ledger = pool.get().expect("a connection");
+                        let now = out.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        ledger.generation().expect("read the generation");
+                        out.fetch_sub(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        assert!(most.load(Ordering::SeqCst) <= 2, "more than max were out");
+        assert!(pool.state.lock().expect("state").open <= 2);
+    }
+}
