@@ -9,6 +9,7 @@
 //! - `search`: invariant 3, no passage twice; filters, snippets and the JSON contract.
 //! - `verify`: invariant 4, verify passes on a healthy store and names every difference.
 //! - `malformed`: invariant 6, hostile files warn and hurt no other document.
+//! - `hostile`: front matter and Markdown built to exhaust memory cost at most their size.
 //! - `deletion`: deletions wait for a clean walk; the mass-delete guard; roots stay apart.
 //! - `lock`: one writer at a time; readers never wait.
 //! - `cli`: exit codes, usage errors, help, store location and schema version.
@@ -42,6 +43,7 @@ mod deletion;
 mod edits;
 mod faults;
 mod fuzz_regressions;
+mod hostile;
 mod kill;
 mod lock;
 mod malformed;
