@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Env, clean_export};
+use crate::support::{Env, clean_export, prerequisite_missing};
 
 /// The exit statuses README.md documents.
 const DOCUMENTED: [i32; 5] = [0, 1, 2, 3, 75];
@@ -36,7 +36,7 @@ impl Tmpfs {
     fn mount(dir: &Path, bytes: u64, test: &str) -> Option<Tmpfs> {
         std::fs::create_dir_all(dir).expect("create the mount point");
         if !is_root() {
-            eprintln!("skipped {test}: mounting a tmpfs needs root");
+            prerequisite_missing(&format!("{test}: mounting a tmpfs needs root"));
             return None;
         }
         let output = Command::new("mount")
@@ -58,11 +58,13 @@ impl Tmpfs {
                 .iter()
                 .any(|phrase| stderr.contains(phrase));
                 assert!(refused, "mount -t tmpfs failed: {stderr}");
-                eprintln!("skipped {test}: mounting a tmpfs is not permitted here: {stderr}");
+                prerequisite_missing(&format!(
+                    "{test}: mounting a tmpfs is not permitted here: {stderr}"
+                ));
                 None
             }
             Err(err) => {
-                eprintln!("skipped {test}: cannot run mount: {err}");
+                prerequisite_missing(&format!("{test}: cannot run mount: {err}"));
                 None
             }
         }

@@ -13,8 +13,21 @@ pub fn sample_docs() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_docs")
 }
 
-/// A shared corpus from `../shared/corpora/NAME`, or `GROUNDIDX_CORPORA/NAME`; `None` (with a
-/// message saying the test is skipped) when it is absent.
+/// A test cannot run here because `what` is missing. Under `CI` (set and not empty) that fails
+/// the test, so a misconfigured CI cannot go green on skipped tests; elsewhere it says the test
+/// is skipped, and the caller returns.
+pub fn prerequisite_missing(what: &str) {
+    if std::env::var_os("CI").is_some_and(|value| !value.is_empty()) {
+        panic!(
+            "a prerequisite is missing under CI: {what}\nhint: provide it (`.ci/run` installs \
+             what the suite needs), or unset CI to let the test skip"
+        );
+    }
+    eprintln!("skipped: {what}");
+}
+
+/// A shared corpus from `../shared/corpora/NAME`, or `GROUNDIDX_CORPORA/NAME`; `None` when it is
+/// absent (`prerequisite_missing`: a failure under CI).
 pub fn corpus(name: &str) -> Option<PathBuf> {
     let base = std::env::var_os("GROUNDIDX_CORPORA")
         .map(PathBuf::from)
@@ -23,10 +36,10 @@ pub fn corpus(name: &str) -> Option<PathBuf> {
     if path.is_dir() {
         Some(path)
     } else {
-        eprintln!(
-            "skipped: corpus {} not found (set GROUNDIDX_CORPORA to the corpora folder)",
+        prerequisite_missing(&format!(
+            "corpus {} not found (set GROUNDIDX_CORPORA to the corpora folder)",
             path.display()
-        );
+        ));
         None
     }
 }
