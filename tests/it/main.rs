@@ -15,6 +15,7 @@
 //! - `cli`: exit codes, usage errors, help, store location and schema version.
 //! - `ops`: the README's crontab line, `status --max-age`, systemd units, completions, man page.
 //! - `config`: `groundidx.toml`, precedence of flags, environment, file and defaults; bad keys.
+//! - `pipes`: a closed stdout pipe ends a command quietly with success.
 //! - `prompt`: the progress bar on a terminal only, colour and `NO_COLOR`, text and JSON logs.
 //! - `tidy`: every source file documents itself and appears in ARCHITECTURE.md.
 //! - `agent_keys`: the keyed agent path through the library with a fake clock: concurrency,
@@ -48,6 +49,7 @@ mod kill;
 mod lock;
 mod malformed;
 mod ops;
+mod pipes;
 mod prompt;
 mod reingest;
 mod search;
