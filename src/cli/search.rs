@@ -91,7 +91,9 @@ fn print_hits(response: &SearchResponse) -> Result<()> {
         return output::line("no hits");
     }
     for (rank, hit) in response.hits.iter().enumerate() {
-        let first = hit.paths.first().map_or("", String::as_str);
+        // Paths and text come from the documents: escaped, so no control sequence reaches the
+        // terminal.
+        let first = style::visible(hit.paths.first().map_or("", String::as_str));
         let more = match hit.paths.len() {
             0 | 1 => String::new(),
             n => format!(" (+{} more)", n - 1),
@@ -99,14 +101,17 @@ fn print_hits(response: &SearchResponse) -> Result<()> {
         output::line(format!(
             "{:>2}. {}{}{more}  {}",
             rank + 1,
-            style::out(Style::Path, first),
+            style::out(Style::Path, &first),
             style::out(Style::Dim, &format!(":{}-{}", hit.lines[0], hit.lines[1])),
             style::out(Style::Dim, &format!("{:.2}", hit.score)),
         ))?;
         if !hit.heading.is_empty() {
-            output::line(format!("    {}", style::out(Style::Heading, &hit.heading)))?;
+            output::line(format!(
+                "    {}",
+                style::out(Style::Heading, &style::visible(&hit.heading))
+            ))?;
         }
-        output::line(format!("    {}", highlight(&hit.snippet)))?;
+        output::line(format!("    {}", highlight(&style::visible(&hit.snippet))))?;
     }
     Ok(())
 }

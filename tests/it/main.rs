@@ -10,6 +10,7 @@
 //! - `verify`: invariant 4, verify passes on a healthy store and names every difference.
 //! - `malformed`: invariant 6, hostile files warn and hurt no other document.
 //! - `hostile`: front matter and Markdown built to exhaust memory cost at most their size.
+//! - `names`: file names and document text reach terminals and text logs escaped.
 //! - `deletion`: deletions wait for a clean walk; the mass-delete guard; roots stay apart.
 //! - `lock`: one writer at a time; readers never wait.
 //! - `cli`: exit codes, usage errors, help, store location and schema version.
@@ -48,6 +49,7 @@ mod hostile;
 mod kill;
 mod lock;
 mod malformed;
+mod names;
 mod ops;
 mod pipes;
 mod prompt;
