@@ -265,3 +265,31 @@ impl Rng {
         self.next() % n.max(1)
     }
 }
+
+/// Reads a child's stderr up to the first line containing `needle` (the event a test waits for,
+/// instead of sleeping), then keeps draining it on a thread so the child never blocks on a full
+/// pipe; the thread returns everything read, `needle`'s line included.
+pub fn await_line(
+    stderr: std::process::ChildStderr,
+    needle: &str,
+) -> std::thread::JoinHandle<String> {
+    use std::io::BufRead as _;
+    let mut reader = std::io::BufReader::new(stderr);
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = reader.read_line(&mut line).expect("read stderr");
+        seen.push_str(&line);
+        if n == 0 {
+            panic!("stderr ended before a line containing {needle:?}:\n{seen}");
+        }
+        if line.contains(needle) {
+            break;
+        }
+    }
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut reader, &mut rest);
+        seen + &rest
+    })
+}
