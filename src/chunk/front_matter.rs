@@ -322,7 +322,8 @@ fn parse_toml(block: &str) -> FrontMatter {
             let text = match value {
                 toml::Value::String(s) => s.trim().to_string(),
                 toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Float(f) => f.to_string(),
+                // Debug, not Display: `1e300` stays short instead of 301 digits.
+                toml::Value::Float(f) => format!("{f:?}"),
                 toml::Value::Boolean(b) => b.to_string(),
                 toml::Value::Datetime(d) => d.to_string(),
                 toml::Value::Array(_) | toml::Value::Table(_) => return None,
