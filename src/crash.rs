@@ -5,6 +5,9 @@
 //! `GROUNDIDX_CRASH_AT` names it. `name:N` aborts at the N-th time the point is reached, to crash
 //! between two batches of one run. Unset, a crash point costs one relaxed load.
 //!
+//! `pause_point("name", resume)` holds a run at a named point while a test acts on it
+//! (`GROUNDIDX_PAUSE_AT`).
+//!
 //! The library never exits otherwise; this is the one test hook that does, and every point is
 //! listed in `CRASH_POINTS` so a test can visit them all.
 
@@ -41,6 +44,26 @@ struct Armed {
 }
 
 static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
+
+/// The environment variable that arms a pause point.
+pub const PAUSE_ENV: &str = "GROUNDIDX_PAUSE_AT";
+
+/// Waits here, once, if `GROUNDIDX_PAUSE_AT` names this point: says so on the log (a warning),
+/// then waits until `resume()` is true (or 60 s pass), so a test can act (send a signal) at a
+/// known moment of a run instead of guessing one. Unset, it costs one load.
+pub fn pause_point(name: &str, resume: impl Fn() -> bool) {
+    static PAUSE: OnceLock<Option<String>> = OnceLock::new();
+    static PAUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let armed = PAUSE.get_or_init(|| std::env::var(PAUSE_ENV).ok());
+    if armed.as_deref() != Some(name) || PAUSED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    tracing::warn!("paused at {name} ({PAUSE_ENV})");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !resume() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
 
 /// Aborts the process here if `GROUNDIDX_CRASH_AT` names this point.
 pub fn crash_point(name: &str) {

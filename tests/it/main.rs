@@ -6,6 +6,7 @@
 //! - `edits`: edits, renames, deletions and shared passages write only what changed.
 //! - `crash`: invariant 2, an abort at every named crash point heals on the next run.
 //! - `kill`: invariant 2 again, SIGKILL at random moments on a real corpus.
+//! - `signals`: SIGINT and SIGTERM end `ingest` and `ingest --watch` at a safe point, 130 / 143.
 //! - `search`: invariant 3, no passage twice; filters, snippets and the JSON contract.
 //! - `verify`: invariant 4, verify passes on a healthy store and names every difference.
 //! - `malformed`: invariant 6, hostile files warn and hurt no other document.
@@ -55,5 +56,6 @@ mod pipes;
 mod prompt;
 mod reingest;
 mod search;
+mod signals;
 mod tidy;
 mod verify;

@@ -266,11 +266,11 @@ impl Rng {
     }
 }
 
-/// Reads a child's stderr up to the first line containing `needle` (the event a test waits for,
+/// Reads a child's stderr (or stdout) up to the first line containing `needle` (the event a test waits for,
 /// instead of sleeping), then keeps draining it on a thread so the child never blocks on a full
 /// pipe; the thread returns everything read, `needle`'s line included.
 pub fn await_line(
-    stderr: std::process::ChildStderr,
+    stderr: impl std::io::Read + Send + 'static,
     needle: &str,
 ) -> std::thread::JoinHandle<String> {
     use std::io::BufRead as _;
@@ -278,10 +278,12 @@ pub fn await_line(
     let mut seen = String::new();
     loop {
         let mut line = String::new();
-        let n = reader.read_line(&mut line).expect("read stderr");
+        let n = reader
+            .read_line(&mut line)
+            .expect("read the child's output");
         seen.push_str(&line);
         if n == 0 {
-            panic!("stderr ended before a line containing {needle:?}:\n{seen}");
+            panic!("the output ended before a line containing {needle:?}:\n{seen}");
         }
         if line.contains(needle) {
             break;
