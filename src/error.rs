@@ -87,6 +87,16 @@ pub enum Error {
         source: tantivy::TantivyError,
     },
 
+    /// A signal asked the run to end; it ended at a safe point, every batch before it committed.
+    #[error(
+        "interrupted by signal {signal}: {files_done} of {files_total} files ingested\nhint: the store is consistent; the next run continues the job"
+    )]
+    Interrupted {
+        signal: i32,
+        files_done: u64,
+        files_total: u64,
+    },
+
     /// The ledger and the index disagree in a way a replay cannot heal.
     #[error("store is inconsistent: {0}\nhint: run `groundidx rebuild`")]
     Inconsistent(String),

@@ -69,22 +69,41 @@ pub fn watch(
     if !on_run(run_once()) {
         return Ok(());
     }
+    let interrupted = || config.ingest.interrupt.signal().is_some();
     loop {
-        // Wait for a change that matters, then for the burst to settle.
+        // Wait for a change that matters, then for the burst to settle; a signal ends the
+        // watch between runs (it is checked every `POLL`).
         loop {
-            match events.recv() {
+            match events.recv_timeout(POLL) {
                 Ok(Ok(event)) if relevant(&event, &roots, &store_dir) => {
                     tracing::debug!(paths = ?event.paths, "change seen; waiting for changes to settle");
                     break;
                 }
-                Ok(_) => continue,
-                Err(_) => return Ok(()),
+                Ok(Ok(_)) => continue,
+                Ok(Err(error)) => {
+                    warn_event_error(&error);
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) if interrupted() => return Ok(()),
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
             }
         }
+        let mut quiet_since = std::time::Instant::now();
         loop {
-            match events.recv_timeout(config.settle) {
-                Ok(_) => continue,
-                Err(mpsc::RecvTimeoutError::Timeout) => break,
+            if interrupted() {
+                return Ok(());
+            }
+            match events.recv_timeout(POLL.min(config.settle)) {
+                Ok(Ok(_)) => quiet_since = std::time::Instant::now(),
+                Ok(Err(error)) => {
+                    warn_event_error(&error);
+                    quiet_since = std::time::Instant::now();
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) if quiet_since.elapsed() >= config.settle => {
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
             }
         }
@@ -95,8 +114,28 @@ pub fn watch(
     }
 }
 
-/// True when an event touches a path under a root that is not hidden and not in the store.
+/// How often a waiting watcher checks whether a signal asked it to end.
+const POLL: Duration = Duration::from_millis(100);
+
+/// A watcher error (events lost, a watch gone, an inotify limit) means changes may have gone
+/// unseen: it is logged with what notify says, and the caller runs a full ingest (a rescan).
+fn warn_event_error(error: &notify::Error) {
+    tracing::warn!(
+        paths = ?error.paths,
+        "file-system events may have been lost ({error}); ingesting everything again"
+    );
+}
+
+/// True when an event touches a path under a root that is not hidden and not in the store, or
+/// when notify asks for a rescan (its queue overflowed: any change may have gone unseen).
 fn relevant(event: &notify::Event, roots: &[PathBuf], store_dir: &Path) -> bool {
+    if event.need_rescan() {
+        tracing::warn!(
+            paths = ?event.paths,
+            "file-system events were lost (the event queue overflowed); ingesting everything again"
+        );
+        return true;
+    }
     if matches!(event.kind, notify::EventKind::Access(_)) {
         return false;
     }
@@ -109,4 +148,35 @@ fn relevant(event: &notify::Event, roots: &[PathBuf], store_dir: &Path) -> bool 
                 })
             })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use notify::event::{EventKind, Flag, ModifyKind};
+
+    use super::relevant;
+
+    #[test]
+    fn a_rescan_notice_is_relevant_and_hidden_or_store_paths_are_not() {
+        let roots = [PathBuf::from("/docs")];
+        let store = Path::new("/docs/.groundidx");
+        let rescan = notify::Event::new(EventKind::Other).set_flag(Flag::Rescan);
+        assert!(
+            relevant(&rescan, &roots, store),
+            "a rescan notice was ignored"
+        );
+        let change = |path: &str| {
+            notify::Event::new(EventKind::Modify(ModifyKind::Any)).add_path(PathBuf::from(path))
+        };
+        assert!(relevant(&change("/docs/a.md"), &roots, store));
+        assert!(!relevant(&change("/docs/.hidden/a.md"), &roots, store));
+        assert!(!relevant(
+            &change("/docs/.groundidx/ledger.sqlite"),
+            &roots,
+            store
+        ));
+        assert!(!relevant(&change("/elsewhere/a.md"), &roots, store));
+    }
 }

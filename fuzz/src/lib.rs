@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
+use groundidx::chunk::front_matter::{MAX_FRONT_MATTER_BYTES, split};
 use groundidx::chunk::{ChunkConfig, ChunkedDocument, DocKind, chunk_document};
 use groundidx::ids::{self, ChunkId};
 use groundidx::ledger::ChunkFilter;
@@ -14,6 +15,83 @@ use groundidx::search::{self, SearchRequest};
 use groundidx::store::StoreReader;
 use groundidx::tools::{self, ToolRequest};
 use serde_json::{Value, json};
+
+// ---------------------------------------------------------------------------------------------
+// front_matter
+
+/// Front matter, on arbitrary blocks behind a YAML or TOML fence.
+///
+/// The first byte chooses the fence (bit 0: YAML or TOML) and whether the block is closed
+/// (bit 1); the rest is the block, decoded lossily, then a short body. Checked: splitting is
+/// deterministic; the body starts on a character boundary after the block, or at 0 when there is
+/// no front matter; a title is non-empty and is the `title` field; tags are trimmed, lower-case,
+/// sorted and unique; a block over the size limit gives a warning and nothing else; and what is
+/// kept is never much bigger than the block (no alias is expanded). Run with `-rss_limit_mb`:
+/// the cost must stay bounded by the input's size.
+pub fn front_matter(data: &[u8]) {
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
+    let fence = if flags & 1 == 0 { "---" } else { "+++" };
+    let block = String::from_utf8_lossy(rest);
+    let text = if flags & 2 == 0 {
+        format!("{fence}\n{block}\n{fence}\nthe body\n")
+    } else {
+        format!("{fence}\n{block}")
+    };
+    let front = split(&text);
+    assert_eq!(front, split(&text), "front matter is not deterministic");
+    assert!(
+        front.body_start <= text.len() && text.is_char_boundary(front.body_start),
+        "body starts at {} of {}",
+        front.body_start,
+        text.len()
+    );
+    if front.body_start == 0 {
+        assert!(front.title.is_none() && front.tags.is_empty() && front.fields.is_empty());
+    } else {
+        assert!(
+            front.body_start > fence.len(),
+            "the body starts inside the fence"
+        );
+    }
+    if let Some(title) = &front.title {
+        assert!(!title.is_empty(), "an empty title");
+        assert_eq!(
+            front.fields.get("title"),
+            Some(title),
+            "the title is not its field"
+        );
+    }
+    let mut clean = front.tags.clone();
+    clean.sort();
+    clean.dedup();
+    assert_eq!(clean, front.tags, "tags are not sorted and unique");
+    for tag in &front.tags {
+        assert!(
+            !tag.is_empty() && tag.trim() == tag && tag.to_lowercase() == *tag,
+            "tag {tag:?}"
+        );
+    }
+    let block_len = front.body_start;
+    if block_len > MAX_FRONT_MATTER_BYTES + 2 * fence.len() + 4 {
+        assert!(
+            front.warning.is_some(),
+            "a block of {block_len} bytes was read"
+        );
+        assert!(front.fields.is_empty() && front.tags.is_empty());
+    }
+    let kept: usize = front.tags.iter().map(String::len).sum::<usize>()
+        + front
+            .fields
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>();
+    assert!(
+        kept <= 4 * block_len + 64,
+        "{block_len} bytes of front matter kept {kept} bytes"
+    );
+}
 
 // ---------------------------------------------------------------------------------------------
 // chunker

@@ -7,7 +7,7 @@
 //!
 //! Chunking never fails: odd input gives fewer chunks and a warning. It does no I/O.
 
-mod front_matter;
+pub mod front_matter;
 mod markdown;
 mod text;
 

@@ -5,6 +5,7 @@ use clap::CommandFactory;
 
 use groundidx::{Error, Result};
 
+use crate::cli::output;
 use crate::cli::{Cli, ExitCode};
 
 /// Print a shell completion script, e.g. `groundidx completions bash > /etc/bash_completion.d/groundidx`.
@@ -21,12 +22,11 @@ pub struct ManArgs {}
 
 pub fn run_completions(args: &CompletionArgs) -> Result<ExitCode> {
     let mut command = Cli::command();
-    clap_complete::generate(
-        args.shell,
-        &mut command,
-        "groundidx",
-        &mut std::io::stdout(),
-    );
+    // Generated into memory first: clap_complete panics on a failed write, and a closed pipe
+    // (`completions bash | head`) must end quietly instead.
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "groundidx", &mut script);
+    output::raw(&script)?;
     Ok(ExitCode::Success)
 }
 

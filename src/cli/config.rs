@@ -17,7 +17,7 @@ use groundidx::{Error, Result};
 use crate::cli::agent_args::{AgentArgs, parse_ttl};
 use crate::cli::index_args::{IndexArgs, check_chunk_size};
 use crate::cli::serve::HttpArgs;
-use crate::cli::{Cli, Command, ExitCode, output};
+use crate::cli::{Cli, Command, ExitCode, output, style};
 
 /// The file looked for in the current folder when neither `--config` nor `GROUNDIDX_CONFIG`
 /// names one.
@@ -390,7 +390,10 @@ pub fn run(cli: &Cli, settings: &[Setting]) -> Result<ExitCode> {
         return Ok(ExitCode::Success);
     }
     match &file {
-        Some(path) => output::line(format!("# configuration file: {}", path.display()))?,
+        Some(path) => output::line(format!(
+            "# configuration file: {}",
+            style::visible(&path.display().to_string())
+        ))?,
         None => output::line(format!(
             "# no configuration file ({FILE_NAME} here, --config or GROUNDIDX_CONFIG)"
         ))?,
@@ -399,7 +402,7 @@ pub fn run(cli: &Cli, settings: &[Setting]) -> Result<ExitCode> {
         let from = match &setting.source {
             Source::Flag(flag) => format!("flag {flag}"),
             Source::Env(var) => format!("env {var}"),
-            Source::File(path) => format!("file {}", path.display()),
+            Source::File(path) => format!("file {}", style::visible(&path.display().to_string())),
             Source::Default => "default".to_string(),
         };
         let value = toml_value(&setting.value);

@@ -16,6 +16,10 @@ pub enum ExitCode {
     /// Another process holds the store's writer lock, or kept the ledger busy past the wait
     /// (EX_TEMPFAIL): try again later.
     LockBusy = 75,
+    /// Ended by SIGINT at a safe point (128 + 2).
+    Interrupted = 130,
+    /// Ended by SIGTERM at a safe point (128 + 15).
+    Terminated = 143,
 }
 
 impl ExitCode {
@@ -24,7 +28,19 @@ impl ExitCode {
         match error {
             Error::LockBusy { .. } | Error::Busy { .. } => ExitCode::LockBusy,
             Error::Usage(_) => ExitCode::Usage,
+            Error::Interrupted { signal, .. } => ExitCode::of_signal(*signal),
             _ => ExitCode::Failure,
+        }
+    }
+}
+
+impl ExitCode {
+    /// The status of a run a signal ended cleanly.
+    pub fn of_signal(signal: i32) -> ExitCode {
+        if signal == signal_hook::consts::SIGINT {
+            ExitCode::Interrupted
+        } else {
+            ExitCode::Terminated
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use groundidx::ingest::{self, DEFAULT_BATCH_FILES, IngestConfig, IngestReport};
+use groundidx::ingest::{self, DEFAULT_BATCH_FILES, IngestConfig, IngestReport, Interrupt};
 use groundidx::store::Store;
 use groundidx::{Error, Result};
 
@@ -63,7 +63,15 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
                 .into(),
         ));
     }
+    let interrupt = Interrupt::default();
+    // SIGINT and SIGTERM set a flag the run checks at its safe points, so it ends between
+    // batches, says how far it got, and leaves a store the next run continues.
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_usize(signal, interrupt.flag(), signal as usize)
+            .map_err(|err| Error::io(format!("handle signal {signal}"), err))?;
+    }
     let config = IngestConfig {
+        interrupt: interrupt.clone(),
         rehash: args.rehash,
         allow_mass_delete: args.allow_mass_delete,
         batch_files: args.batch_files,
@@ -74,7 +82,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         ingest::canonical_root(dir)?;
     }
     if args.watch {
-        return watch(cli, args, config);
+        return watch(cli, args, config, &interrupt);
     }
     let (mut store, _caught_up) = Store::open(&cli.store_dir(), args.wait.lock_wait())?;
     let bar = Bar::new(cli.quiet || cli.json);
@@ -91,7 +99,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
 }
 
 /// `ingest --watch`: a run now, then one per settled burst of changes, until killed.
-fn watch(cli: &Cli, args: &Args, config: IngestConfig) -> Result<ExitCode> {
+fn watch(cli: &Cli, args: &Args, config: IngestConfig, interrupt: &Interrupt) -> Result<ExitCode> {
     let watch_config = groundidx::watch::WatchConfig {
         roots: args.roots.clone(),
         ingest: config,
@@ -100,13 +108,28 @@ fn watch(cli: &Cli, args: &Args, config: IngestConfig) -> Result<ExitCode> {
     };
     groundidx::watch::watch(&cli.store_dir(), &watch_config, |outcome| {
         match outcome.and_then(|report| print_report(cli, &report)) {
-            Ok(()) => {}
+            Ok(()) => true,
+            // An interrupted run ends the watch, with the error that says how far it got.
+            Err(error @ Error::Interrupted { .. }) => {
+                output::error(&error);
+                false
+            }
             // A failed run is reported and the watch goes on: the next change may fix it.
-            Err(error) => output::error(&error),
+            Err(error) => {
+                output::error(&error);
+                true
+            }
         }
-        true
     })?;
-    Ok(ExitCode::Success)
+    Ok(match interrupt.signal() {
+        Some(signal) => {
+            output::notice(&format!(
+                "the watch ended on signal {signal}; every committed batch is kept"
+            ));
+            ExitCode::of_signal(signal)
+        }
+        None => ExitCode::Success,
+    })
 }
 
 fn print_report(cli: &Cli, report: &IngestReport) -> Result<()> {

@@ -1,6 +1,7 @@
 //! Logs on stderr through `tracing`: `error:`/`warning:` lines for people, or one JSON object
 //! per line (`--log-format json`) for log shippers. `-v` adds what each run does (info), `-vv`
-//! and `-vvv` debugging detail. Notices (the address `serve` listens on) always show.
+//! and `-vvv` debugging detail. Notices (the address `serve` listens on) always show. Text lines
+//! show control characters in paths and messages as escapes (`style::visible`).
 
 use std::fmt::Write as _;
 
@@ -97,12 +98,18 @@ where
             };
             write!(writer, "{label} ")?;
         }
+        // Paths and messages carry file names, which are untrusted: escaped, they cannot forge
+        // a line or reach the terminal as control sequences.
         if let Some(path) = &fields.path {
-            write!(writer, "{path}: ")?;
+            write!(writer, "{}: ", style::visible(path))?;
         }
-        write!(writer, "{}", fields.message)?;
+        write!(writer, "{}", style::visible_message(&fields.message))?;
         if !fields.rest.is_empty() {
-            write!(writer, "{}", style::err(Style::Dim, &fields.rest))?;
+            write!(
+                writer,
+                "{}",
+                style::err(Style::Dim, &style::visible(&fields.rest))
+            )?;
         }
         writeln!(writer)
     }

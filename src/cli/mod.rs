@@ -164,6 +164,9 @@ pub fn main() -> ExitCode {
     let result = config::apply(&mut cli, &matches).and_then(|settings| run(&cli, &settings));
     match result {
         Ok(code) => code,
+        // A reader that stopped reading (`export | head`) is done with us: end quietly, as a
+        // successful command, like ripgrep does.
+        Err(error) if output::is_closed_pipe(&error) => ExitCode::Success,
         Err(error) => {
             output::error(&error);
             ExitCode::of(&error)

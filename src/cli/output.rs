@@ -21,6 +21,19 @@ pub fn line(text: impl AsRef<str>) -> Result<()> {
     writeln!(out, "{}", text.as_ref()).map_err(|err| Error::io("write to stdout", err))
 }
 
+/// True when `error` is a write to stdout after its reader went away (`EPIPE`).
+pub fn is_closed_pipe(error: &Error) -> bool {
+    matches!(error, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// Writes `bytes` to stdout as they are.
+pub fn raw(bytes: &[u8]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .map_err(|err| Error::io("write to stdout", err))
+}
+
 /// Logs a warning about one path.
 pub fn warning(path: &str, message: &str) {
     tracing::warn!(path, "{message}");

@@ -91,12 +91,16 @@ fn print_hits(response: &SearchResponse) -> Result<()> {
         return output::line("no hits");
     }
     for (rank, hit) in response.hits.iter().enumerate() {
-        // The first file with its root: a relative path alone can be under several roots.
+        // The first file with its root (a relative path alone can be under several roots),
+        // escaped: paths come from the documents, so no control sequence reaches the terminal.
         let first = hit.sources.first().map_or(String::new(), |source| {
-            std::path::Path::new(&source.root)
-                .join(&source.path)
-                .display()
-                .to_string()
+            style::visible(
+                &std::path::Path::new(&source.root)
+                    .join(&source.path)
+                    .display()
+                    .to_string(),
+            )
+            .into_owned()
         });
         let more = match hit.sources.len() {
             0 | 1 => String::new(),
@@ -110,9 +114,12 @@ fn print_hits(response: &SearchResponse) -> Result<()> {
             style::out(Style::Dim, &format!("{:.2}", hit.score)),
         ))?;
         if !hit.heading.is_empty() {
-            output::line(format!("    {}", style::out(Style::Heading, &hit.heading)))?;
+            output::line(format!(
+                "    {}",
+                style::out(Style::Heading, &style::visible(&hit.heading))
+            ))?;
         }
-        output::line(format!("    {}", highlight(&hit.snippet)))?;
+        output::line(format!("    {}", highlight(&style::visible(&hit.snippet))))?;
     }
     Ok(())
 }

@@ -5,6 +5,7 @@ use groundidx::status;
 use groundidx::store::StoreReader;
 
 use crate::cli::output;
+use crate::cli::style;
 use crate::cli::{Cli, ExitCode};
 
 /// Show documents, chunks, generations and the last finished ingest. Takes no lock.
@@ -67,7 +68,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         ("usage units", report.usage_units.to_string()),
         ("keys", report.idempotency_keys.to_string()),
     ] {
-        output::line(format!("{name:<12} {value}"))?;
+        output::line(format!("{name:<12} {}", style::visible(&value)))?;
     }
     Ok(code)
 }

@@ -1,5 +1,7 @@
 //! Colour: on a terminal unless `NO_COLOR` is set or `--color never`; `--color always` forces it.
+//! And the one escape of untrusted text (file names, document text) for terminals and text logs.
 
+use std::borrow::Cow;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -84,5 +86,60 @@ fn paint(on: bool, style: Style, text: &str) -> String {
         format!("{}{text}\x1b[0m", style.code())
     } else {
         text.to_string()
+    }
+}
+
+/// `text` safe for a terminal or a text log: every control character (C0, DEL, C1) and every
+/// bidirectional override is shown as an escape (`\n`, `\x1b`, `\u{202e}`), so a file name can
+/// neither start a forged `error:` line nor send the terminal an escape sequence.
+pub fn visible(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if needs_escape(c) && u32::from(c) < 0x80 => {
+                out.push_str(&format!("\\x{:02x}", u32::from(c)));
+            }
+            c if needs_escape(c) => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A message for people, escaped as `visible` does except for the line breaks before its
+/// `hint:` lines, the one multi-line form messages take.
+pub fn visible_message(text: &str) -> String {
+    text.split("\nhint: ")
+        .map(visible)
+        .collect::<Vec<_>>()
+        .join("\nhint: ")
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{visible, visible_message};
+
+    #[test]
+    fn control_characters_are_shown_not_sent() {
+        assert_eq!(visible("plain/name.md"), "plain/name.md");
+        assert_eq!(visible("a\nerror: b"), "a\\nerror: b");
+        assert_eq!(
+            visible("\u{1b}]0;t\u{7}x\u{9b}\u{202e}\t"),
+            "\\x1b]0;t\\x07x\\u{9b}\\u{202e}\\t"
+        );
+        assert_eq!(
+            visible_message("cannot read a\nerror: x\nhint: do y"),
+            "cannot read a\\nerror: x\nhint: do y"
+        );
     }
 }

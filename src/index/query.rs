@@ -16,7 +16,9 @@ use tantivy::tokenizer::TokenStream;
 
 use crate::index::QueryConfig;
 
-/// The most query tokens used; longer queries keep their first tokens.
+/// The most query tokens used, over all the query's parts; longer queries keep their first
+/// tokens, and the rest of the text is not even read, so a query's cost is bounded whatever its
+/// length (`"a b"` repeated a million times is one million phrases otherwise).
 const MAX_TOKENS: usize = 1_024;
 
 /// Builds the query for `text`. A query with no tokens matches nothing.
@@ -30,22 +32,20 @@ pub(crate) fn build(
     let Ok(mut analyzer) = index.tokenizer_for_field(text_field) else {
         return Box::new(EmptyQuery);
     };
-    let mut tokenize = |part: &str| -> Vec<String> {
-        let mut tokens = Vec::new();
-        let mut stream = analyzer.token_stream(part);
-        while stream.advance() && tokens.len() < MAX_TOKENS {
-            tokens.push(stream.token().text.clone());
-        }
-        tokens
-    };
+    let mut budget = MAX_TOKENS;
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     // Odd-numbered parts of a split on '"' are the quoted phrases.
     for (i, part) in text.split('"').enumerate() {
-        let tokens = tokenize(part);
+        if budget == 0 {
+            break;
+        }
+        let mut tokens = Vec::new();
+        let mut stream = analyzer.token_stream(part);
+        while tokens.len() < budget && stream.advance() {
+            tokens.push(stream.token().text.clone());
+        }
+        budget -= tokens.len();
         for token in &tokens {
-            if clauses.len() >= 2 * MAX_TOKENS {
-                break;
-            }
             clauses.push((Occur::Should, term(text_field, token)));
             clauses.push((
                 Occur::Should,
@@ -71,4 +71,41 @@ fn term(field: Field, token: &str) -> Box<dyn Query> {
         Term::from_field_text(field, token),
         IndexRecordOption::WithFreqs,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use tantivy::query::BooleanQuery;
+    use tantivy::schema::{Schema, TEXT};
+
+    use super::{MAX_TOKENS, build};
+    use crate::index::QueryConfig;
+
+    /// The number of clauses the query for `text` has.
+    fn clauses(text: &str) -> usize {
+        let mut schema = Schema::builder();
+        let heading = schema.add_text_field("heading", TEXT);
+        let body = schema.add_text_field("body", TEXT);
+        let index = tantivy::Index::create_in_ram(schema.build());
+        let query = build(&index, heading, body, text, &QueryConfig::default());
+        query
+            .downcast_ref::<BooleanQuery>()
+            .map_or(0, |query| query.clauses().len())
+    }
+
+    #[test]
+    fn a_query_has_at_most_its_token_budget_of_clauses() {
+        assert_eq!(clauses("key rotation"), 4);
+        assert_eq!(clauses("\"key rotation\""), 5);
+        let bound = 2 * MAX_TOKENS + MAX_TOKENS / 2;
+        for text in [
+            "\"a b\" ".repeat(100_000),
+            "word ".repeat(100_000),
+            "\"".repeat(100_000),
+            "\"a b c d e f g h\" x ".repeat(10_000),
+        ] {
+            let n = clauses(&text);
+            assert!(n <= bound, "{n} clauses from {} bytes", text.len());
+        }
+    }
 }

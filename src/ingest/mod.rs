@@ -13,6 +13,8 @@ mod read;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -46,6 +48,46 @@ pub struct IngestConfig {
     pub allow_mass_delete: bool,
     pub max_file_size: u64,
     pub batch_files: usize,
+    /// Set from outside (a signal handler) to end the run at its next safe point.
+    pub interrupt: Interrupt,
+}
+
+/// A request to end a run at its next safe point: before a batch is committed, never inside a
+/// commit, so the store stays consistent and the next run continues the job. It holds the
+/// number of the signal that asked (0: not asked), which a signal handler stores in `flag`.
+#[derive(Clone, Debug, Default)]
+pub struct Interrupt(Arc<AtomicUsize>);
+
+impl Interrupt {
+    /// The cell a signal handler sets to the signal's number.
+    pub fn flag(&self) -> Arc<AtomicUsize> {
+        Arc::clone(&self.0)
+    }
+
+    /// Asks the run to end, as signal `signal` would.
+    pub fn raise(&self, signal: i32) {
+        self.0.store(signal.max(1) as usize, Ordering::SeqCst);
+    }
+
+    /// The signal that asked the run to end, if one did.
+    pub fn signal(&self) -> Option<i32> {
+        match self.0.load(Ordering::SeqCst) {
+            0 => None,
+            signal => Some(signal as i32),
+        }
+    }
+
+    /// `Err(Error::Interrupted)` once asked, with how far the run got.
+    fn check(&self, files_done: u64, files_total: u64) -> Result<()> {
+        match self.signal() {
+            Some(signal) => Err(Error::Interrupted {
+                signal,
+                files_done,
+                files_total,
+            }),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Default for IngestConfig {
@@ -57,6 +99,7 @@ impl Default for IngestConfig {
             allow_mass_delete: false,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             batch_files: DEFAULT_BATCH_FILES,
+            interrupt: Interrupt::default(),
         }
     }
 }
@@ -147,6 +190,8 @@ fn ingest_roots(
         plans.push(plan_root(store.ledger(), &canonical, &plan_config)?);
     }
     crash_point("ingest.after_plan");
+    let total: u64 = plans.iter().map(|plan| plan.to_read.len() as u64).sum();
+    config.interrupt.check(0, total)?;
     tracing::info!(
         roots = ?plans.iter().map(|plan| &plan.root_key).collect::<Vec<_>>(),
         to_read = plans.iter().map(|plan| plan.to_read.len()).sum::<usize>(),
@@ -166,10 +211,10 @@ fn ingest_roots(
         warnings: Vec::new(),
         duration_ms: 0,
     };
-    let total: u64 = plans.iter().map(|plan| plan.to_read.len() as u64).sum();
     progress.phase("read", total);
+    let mut files_done = Files { done: 0, total };
     for plan in plans {
-        run_root(store, plan, config, progress, &mut report)?;
+        run_root(store, plan, config, progress, &mut report, &mut files_done)?;
     }
     crash_point("ingest.before_finish_run");
     let generation = store.ledger().generation()?;
@@ -210,12 +255,19 @@ pub fn canonical_root(root: &Path) -> Result<PathBuf> {
     Ok(canonical)
 }
 
+/// Files of a run read and committed so far, of all it plans to read.
+struct Files {
+    done: u64,
+    total: u64,
+}
+
 fn run_root(
     store: &mut Store,
     plan: RootPlan,
     config: &IngestConfig,
     progress: &dyn Progress,
     report: &mut IngestReport,
+    files: &mut Files,
 ) -> Result<()> {
     let root_id = match plan.root_id {
         Some(id) => id,
@@ -228,8 +280,9 @@ fn run_root(
     let mut added_docs: HashMap<DocHash, u64> = HashMap::new();
 
     let root_dir = plan.root_dir.as_ref().map(|dir| dir.as_fd());
-    for files in plan.to_read.chunks(config.batch_files.max(1)) {
-        let outcomes: Vec<ReadOutcome> = files
+    for batch_files in plan.to_read.chunks(config.batch_files.max(1)) {
+        config.interrupt.check(files.done, files.total)?;
+        let outcomes: Vec<ReadOutcome> = batch_files
             .par_iter()
             .map(|file| {
                 // The walk finds no file under a root it could not open; this only keeps the
@@ -249,7 +302,7 @@ fn run_root(
         // Documents to chunk: those the ledger does not have yet, each once.
         let mut to_chunk: Vec<(usize, chunk::DocKind, &str)> = Vec::new();
         let mut chunking: HashSet<DocHash> = HashSet::new();
-        for (file, outcome) in files.iter().zip(&outcomes) {
+        for (file, outcome) in batch_files.iter().zip(&outcomes) {
             let (doc_hash, stat, recorded_ns, text) = match outcome {
                 ReadOutcome::Text {
                     doc_hash,
@@ -311,11 +364,17 @@ fn run_root(
                 chunks: document.chunks,
             });
         }
+        // The last safe point before this batch's commit: a signal during the reading and
+        // chunking costs this batch, never a half-written one.
+        config.interrupt.check(files.done, files.total)?;
         let outcome = store.commit(&batch)?;
         report.chunks.added += outcome.chunks_added;
         report.chunks.removed += outcome.chunks_removed;
+        files.done += batch_files.len() as u64;
         crash_point("ingest.between_batches");
     }
+
+    config.interrupt.check(files.done, files.total)?;
 
     progress.phase("delete", plan.to_delete.len() as u64);
     if !plan.to_delete.is_empty() {

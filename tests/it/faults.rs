@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Env, clean_export};
+use crate::support::{Env, clean_export, prerequisite_missing};
 
 /// The exit statuses README.md documents.
 const DOCUMENTED: [i32; 5] = [0, 1, 2, 3, 75];
@@ -36,7 +36,7 @@ impl Tmpfs {
     fn mount(dir: &Path, bytes: u64, test: &str) -> Option<Tmpfs> {
         std::fs::create_dir_all(dir).expect("create the mount point");
         if !is_root() {
-            eprintln!("skipped {test}: mounting a tmpfs needs root");
+            prerequisite_missing(&format!("{test}: mounting a tmpfs needs root"));
             return None;
         }
         let output = Command::new("mount")
@@ -58,11 +58,13 @@ impl Tmpfs {
                 .iter()
                 .any(|phrase| stderr.contains(phrase));
                 assert!(refused, "mount -t tmpfs failed: {stderr}");
-                eprintln!("skipped {test}: mounting a tmpfs is not permitted here: {stderr}");
+                prerequisite_missing(&format!(
+                    "{test}: mounting a tmpfs is not permitted here: {stderr}"
+                ));
                 None
             }
             Err(err) => {
-                eprintln!("skipped {test}: cannot run mount: {err}");
+                prerequisite_missing(&format!("{test}: cannot run mount: {err}"));
                 None
             }
         }
@@ -521,27 +523,27 @@ fn a_locked_ledger_makes_ingest_wait_or_fail_retryably_and_loses_nothing() {
     env.assert_verified();
     assert_eq!(env.export(), before, "the refused run changed the store");
 
-    // Locked for a moment: the ingest waits, then completes.
+    // Locked for a moment: the ingest waits, then completes. "ingest planned" is logged just
+    // before the run's first ledger write, which cannot finish while the lock is held.
     let lock = LedgerLock::take(&env.store);
     let mut child = env
-        .command(&ingest_args(&env, &[]))
+        .command(&ingest_args(&env, &["-v"]))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn ingest");
-    std::thread::sleep(Duration::from_secs(1));
+    let stderr = crate::support::await_line(child.stderr.take().expect("stderr"), "ingest planned");
     let waiting = child.try_wait().expect("poll the ingest").is_none();
     drop(lock);
     let output = child.wait_with_output().expect("wait for the ingest");
+    let stderr = stderr.join().expect("stderr reader");
     assert!(
         output.status.success(),
-        "an ingest that met a briefly locked ledger failed: {}",
-        text(&output.stderr)
+        "an ingest that met a briefly locked ledger failed: {stderr}"
     );
     assert!(
         waiting,
-        "the ingest ended while the ledger was locked: {}",
-        text(&output.stderr)
+        "the ingest ended while the ledger was locked: {stderr}"
     );
     let report: Value = serde_json::from_slice(&output.stdout).expect("ingest JSON");
     assert_eq!(report["documents"]["added"], 1, "{report}");

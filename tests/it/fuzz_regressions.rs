@@ -59,3 +59,8 @@ fn query() {
 fn request() {
     run("request", checks::request);
 }
+
+#[test]
+fn front_matter() {
+    run("front_matter", checks::front_matter);
+}

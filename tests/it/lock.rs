@@ -1,11 +1,11 @@
 //! One writer at a time: a second writer waits or exits 75 and changes nothing; readers never
 //! take the lock.
 
-use std::time::{Duration, Instant};
+use std::process::Stdio;
 
 use groundidx::store::{LockWait, WriterLock};
 
-use crate::support::{Env, clean_export};
+use crate::support::{Env, await_line, clean_export};
 
 #[test]
 fn a_second_writer_exits_75_and_readers_go_on() {
@@ -23,13 +23,8 @@ fn a_second_writer_exits_75_and_readers_go_on() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("another groundidx process"), "{stderr}");
 
-    let started = Instant::now();
     let output = env.run(&["ingest", docs, "--wait", "1"]);
     assert_eq!(output.status.code(), Some(75));
-    assert!(
-        started.elapsed() >= Duration::from_secs(1),
-        "--wait 1 did not wait"
-    );
     assert_eq!(env.run(&["rebuild", "--no-wait"]).status.code(), Some(75));
 
     // Readers do not take the lock.
@@ -52,8 +47,25 @@ fn a_second_writer_exits_75_and_readers_go_on() {
         "a refused writer changed the store: {hits}"
     );
 
+    // A waiting writer says so, then goes on once the lock is free.
+    let mut waiting = env
+        .command(&["ingest", docs, "--json", "--wait", "600", "-v"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ingest");
+    let stderr = await_line(
+        waiting.stderr.take().expect("stderr"),
+        "another writer holds the store; waiting",
+    );
+    assert!(
+        waiting.try_wait().expect("poll ingest").is_none(),
+        "the writer stopped waiting while the lock was held"
+    );
     drop(lock);
-    env.json(&["ingest", docs, "--json", "--no-wait"]);
+    let output = waiting.wait_with_output().expect("wait for ingest");
+    let stderr = stderr.join().expect("stderr reader");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert_eq!(
         env.search("another writer holds the lock", 1)["hits"][0]["paths"][0],
         "new.md"

@@ -6,14 +6,18 @@
 //! - `edits`: edits, renames, deletions and shared passages write only what changed.
 //! - `crash`: invariant 2, an abort at every named crash point heals on the next run.
 //! - `kill`: invariant 2 again, SIGKILL at random moments on a real corpus.
+//! - `signals`: SIGINT and SIGTERM end `ingest` and `ingest --watch` at a safe point, 130 / 143.
 //! - `search`: invariant 3, no passage twice; filters, snippets and the JSON contract.
 //! - `verify`: invariant 4, verify passes on a healthy store and names every difference.
 //! - `malformed`: invariant 6, hostile files warn and hurt no other document.
+//! - `hostile_input`: front matter and Markdown built to exhaust memory cost at most their size.
+//! - `names`: file names and document text reach terminals and text logs escaped.
 //! - `deletion`: deletions wait for a clean walk; the mass-delete guard; roots stay apart.
 //! - `lock`: one writer at a time; readers never wait.
 //! - `cli`: exit codes, usage errors, help, store location and schema version.
 //! - `ops`: the README's crontab line, `status --max-age`, systemd units, completions, man page.
 //! - `config`: `groundidx.toml`, precedence of flags, environment, file and defaults; bad keys.
+//! - `pipes`: a closed stdout pipe ends a command quietly with success.
 //! - `prompt`: the progress bar on a terminal only, colour and `NO_COLOR`, text and JSON logs.
 //! - `tidy`: every source file documents itself and appears in ARCHITECTURE.md.
 //! - `agent_keys`: the keyed agent path through the library with a fake clock: concurrency,
@@ -66,15 +70,19 @@ mod edits;
 mod faults;
 mod foreign_store;
 mod fuzz_regressions;
+mod hostile_input;
 mod hostile_tree;
 mod kill;
 mod lock;
 mod malformed;
+mod names;
 mod ops;
+mod pipes;
 mod prompt;
 mod reingest;
 mod search;
 mod search_generation;
+mod signals;
 mod stat_cache;
 mod tidy;
 mod two_roots;

@@ -15,7 +15,9 @@ use crate::support::{BIN, Env, assert_success};
 fn on_terminal(env: &Env, vars: &[(&str, &str)], args: &[&str]) -> Option<String> {
     let probe = Command::new("script").arg("--version").output();
     if probe.is_err() {
-        eprintln!("skipped: `script` (util-linux) is not installed, so there is no pty to test on");
+        crate::support::prerequisite_missing(
+            "`script` (util-linux) is not installed, so there is no pty to test on",
+        );
         return None;
     }
     let mut line = format!("{BIN} --store {}", env.store.display());

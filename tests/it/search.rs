@@ -126,13 +126,28 @@ fn path_and_tag_filters() {
 fn front_matter_is_metadata_not_text() {
     let env = Env::sample();
     env.ingest();
-    let response = env.search("tags operations security", 20);
-    for hit in response["hits"].as_array().expect("hits") {
+    // The words of key-rotation.md's front matter: found through the title (which leads the
+    // heading path) and the body, never through the front-matter block itself.
+    let response = env.search("signing key rotation security operations", 20);
+    let hits = response["hits"].as_array().expect("hits");
+    assert!(
+        hits.iter()
+            .any(|hit| hit["paths"][0] == "handbook/key-rotation.md"),
+        "the document with the front matter was not found: {response}"
+    );
+    for hit in hits {
+        let text = hit["text"].as_str().expect("text");
         assert!(
-            !hit["text"].as_str().expect("text").contains("tags:"),
+            !text.contains("tags:") && !text.contains("title:") && !text.starts_with("---"),
             "{hit}"
         );
     }
+    // The tags are metadata: a filter finds the document by them.
+    let tagged = env.json(&["search", "rotate", "--json", "--tag", "operations"]);
+    assert_eq!(
+        tagged["hits"][0]["paths"][0], "handbook/key-rotation.md",
+        "{tagged}"
+    );
 }
 
 #[test]

@@ -13,8 +13,21 @@ pub fn sample_docs() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_docs")
 }
 
-/// A shared corpus from `../shared/corpora/NAME`, or `GROUNDIDX_CORPORA/NAME`; `None` (with a
-/// message saying the test is skipped) when it is absent.
+/// A test cannot run here because `what` is missing. Under `CI` (set and not empty) that fails
+/// the test, so a misconfigured CI cannot go green on skipped tests; elsewhere it says the test
+/// is skipped, and the caller returns.
+pub fn prerequisite_missing(what: &str) {
+    if std::env::var_os("CI").is_some_and(|value| !value.is_empty()) {
+        panic!(
+            "a prerequisite is missing under CI: {what}\nhint: provide it (`.ci/run` installs \
+             what the suite needs), or unset CI to let the test skip"
+        );
+    }
+    eprintln!("skipped: {what}");
+}
+
+/// A shared corpus from `../shared/corpora/NAME`, or `GROUNDIDX_CORPORA/NAME`; `None` when it is
+/// absent (`prerequisite_missing`: a failure under CI).
 pub fn corpus(name: &str) -> Option<PathBuf> {
     let base = std::env::var_os("GROUNDIDX_CORPORA")
         .map(PathBuf::from)
@@ -23,10 +36,10 @@ pub fn corpus(name: &str) -> Option<PathBuf> {
     if path.is_dir() {
         Some(path)
     } else {
-        eprintln!(
-            "skipped: corpus {} not found (set GROUNDIDX_CORPORA to the corpora folder)",
+        prerequisite_missing(&format!(
+            "corpus {} not found (set GROUNDIDX_CORPORA to the corpora folder)",
             path.display()
-        );
+        ));
         None
     }
 }
@@ -253,4 +266,34 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
+}
+
+/// Reads a child's stderr (or stdout) up to the first line containing `needle` (the event a test waits for,
+/// instead of sleeping), then keeps draining it on a thread so the child never blocks on a full
+/// pipe; the thread returns everything read, `needle`'s line included.
+pub fn await_line(
+    stderr: impl std::io::Read + Send + 'static,
+    needle: &str,
+) -> std::thread::JoinHandle<String> {
+    use std::io::BufRead as _;
+    let mut reader = std::io::BufReader::new(stderr);
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = reader
+            .read_line(&mut line)
+            .expect("read the child's output");
+        seen.push_str(&line);
+        if n == 0 {
+            panic!("the output ended before a line containing {needle:?}:\n{seen}");
+        }
+        if line.contains(needle) {
+            break;
+        }
+    }
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut reader, &mut rest);
+        seen + &rest
+    })
 }

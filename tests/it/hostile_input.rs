@@ -1,0 +1,206 @@
+//! Untrusted bytes cost at most their size: front matter that would expand (YAML aliases), nest
+//! deeply or run long, and Markdown built to stress the parser, each next to normal documents.
+//! The run succeeds, warns about the file by name, indexes its body and every other document,
+//! and its memory stays bounded (measured from `/proc`, the child killed past the limit, so a
+//! regression fails the test instead of taking the machine).
+
+use std::io::Read as _;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use groundidx::chunk::{ChunkConfig, DocKind, chunk_document};
+use serde_json::Value;
+
+use crate::support::{Env, assert_success};
+
+/// Far above what ingesting a few small files takes, far below what an expanded alias bomb takes.
+const RSS_LIMIT_KIB: u64 = 1 << 20;
+
+/// Nine levels of aliases, each naming the level below ten times: under 512 bytes, 10^9 strings
+/// once expanded.
+fn billion_laughs() -> String {
+    let mut text = String::from("---\ntitle: Laughs\na: &a [\"lol\"]\n");
+    for level in 1..9u8 {
+        let name = char::from(b'a' + level);
+        let below = char::from(b'a' + level - 1);
+        let refs = vec![format!("*{below}"); 10].join(",");
+        text.push_str(&format!("{name}: &{name} [{refs}]\n"));
+    }
+    text.push_str("tags: *i\n---\n# Laughter\n\nThe alias bomb body is indexed.\n");
+    text
+}
+
+/// Runs `groundidx ARGS…` while watching its peak resident set; kills it past `RSS_LIMIT_KIB`.
+/// Returns the output and the peak (KiB).
+fn run_bounded(env: &Env, args: &[&str]) -> (Output, u64) {
+    let mut child = env
+        .command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn groundidx");
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let out = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let err = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr.read_to_end(&mut bytes);
+        bytes
+    });
+    let mut peak = 0;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("poll groundidx") {
+            break status;
+        }
+        if let Ok(text) = std::fs::read_to_string(&status_file) {
+            peak = peak.max(vm_hwm_kib(&text));
+        }
+        if peak > RSS_LIMIT_KIB {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("groundidx {args:?} grew past {peak} KiB resident and was killed");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let output = Output {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    };
+    (output, peak)
+}
+
+/// `VmHWM` (peak resident set) from a `/proc/PID/status` text, in KiB.
+fn vm_hwm_kib(status: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn hits_for(env: &Env, query: &str) -> Vec<String> {
+    env.search(query, 10)["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .flat_map(|hit| hit["paths"].as_array().expect("paths").clone())
+        .map(|path| path.as_str().expect("path").to_string())
+        .collect()
+}
+
+fn warned(report: &Value, path: &str, words: &str) -> bool {
+    report["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .any(|w| w["path"] == path && w["message"].as_str().is_some_and(|m| m.contains(words)))
+}
+
+#[test]
+fn hostile_front_matter_warns_indexes_the_body_and_stays_small() {
+    let env = Env::sample();
+    let laughs = billion_laughs();
+    assert!(laughs.len() <= 512, "the bomb is {} bytes", laughs.len());
+    env.write("bomb/laughs.md", &laughs);
+    let depth = 30_000;
+    env.write(
+        "bomb/deep.md",
+        &format!(
+            "---\nx: {}{}\n---\n# Deep\n\nThe deeply nested body is indexed.\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        ),
+    );
+    env.write(
+        "bomb/deep-block.md",
+        &format!(
+            "---\nx:\n{}---\nThe block nested body is indexed.\n",
+            (1..200)
+                .map(|level| format!("{}- \n", " ".repeat(level)))
+                .collect::<String>()
+        ),
+    );
+    env.write(
+        "bomb/huge.md",
+        &format!(
+            "---\ntitle: Huge\n{}---\nThe huge front matter body is indexed.\n",
+            "k: [1, 2, 3]\n".repeat(1 << 20)
+        ),
+    );
+    let docs = env.docs.to_str().expect("utf-8");
+    let (output, peak_kib) = run_bounded(&env, &["ingest", docs, "--json"]);
+    assert_success(&output, &["ingest"]);
+    eprintln!("peak resident set of the ingest: {peak_kib} KiB");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("ingest JSON");
+
+    assert!(warned(&report, "bomb/laughs.md", "aliases"), "{report}");
+    assert!(warned(&report, "bomb/deep.md", "front matter"), "{report}");
+    assert!(warned(&report, "bomb/deep-block.md", "deeper"), "{report}");
+    assert!(warned(&report, "bomb/huge.md", "KiB limit"), "{report}");
+    for (query, path) in [
+        ("alias bomb body", "bomb/laughs.md"),
+        ("deeply nested body", "bomb/deep.md"),
+        ("block nested body", "bomb/deep-block.md"),
+        ("huge front matter body", "bomb/huge.md"),
+        ("signing key", "handbook/key-rotation.md"),
+    ] {
+        assert!(
+            hits_for(&env, query).iter().any(|hit| hit == path),
+            "{query:?} did not find {path}"
+        );
+    }
+    env.assert_verified();
+}
+
+/// Markdown that stresses pulldown-cmark: the chunks it gives are never much bigger than the input
+/// (nothing is copied per nesting level), and every input gives some.
+#[test]
+fn hostile_markdown_gives_output_linear_in_its_size() {
+    let mb = 1 << 20;
+    let cases: Vec<(&str, String)> = vec![
+        ("brackets", "[".repeat(mb)),
+        ("closing brackets", "[a](".repeat(mb / 4)),
+        ("nested quotes", format!("{} deep\n", ">".repeat(mb / 4))),
+        (
+            "nested lists",
+            (0..5_000)
+                .map(|level| format!("{}- item {level}\n", "  ".repeat(level)))
+                .collect(),
+        ),
+        ("emphasis", "*a **b ".repeat(mb / 8)),
+        ("backticks", "`".repeat(mb / 2) + "x"),
+        ("links", "[x]: <".repeat(mb / 8)),
+        (
+            "long table",
+            format!("| a | b |\n|---|---|\n{}", "| 1 | 2 |\n".repeat(mb / 10)),
+        ),
+        (
+            "wide table",
+            format!("{}\n{}\n", "| a ".repeat(mb / 16), "|---".repeat(mb / 16)),
+        ),
+        ("html", "<div>".repeat(mb / 8)),
+        ("headings", "# h\nt\n".repeat(mb / 4)),
+    ];
+    for (name, text) in cases {
+        let doc = chunk_document(DocKind::Markdown, &text, &ChunkConfig::default());
+        let out: usize = doc
+            .chunks
+            .iter()
+            .map(|chunk| {
+                chunk.text.len() + chunk.heading_path.iter().map(String::len).sum::<usize>()
+            })
+            .sum();
+        assert!(!doc.chunks.is_empty(), "{name}: no chunks");
+        assert!(
+            out <= 4 * text.len(),
+            "{name}: {} bytes of input gave {out} bytes of chunks",
+            text.len()
+        );
+    }
+}
