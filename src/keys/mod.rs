@@ -303,12 +303,15 @@ impl Agent {
     }
 
     /// Makes the tools see the index's last commit; returns its generation.
+    ///
+    /// When a rebuild has swapped a new index folder in, the reader is opened again on it; until
+    /// that succeeds, the tools keep serving the commit the reader already has.
     pub fn reload(&self) -> Result<u64> {
         let mut slot = self.reader.lock().unwrap_or_else(|e| e.into_inner());
         match slot.as_ref() {
             // A failed reload keeps serving the commit the reader already has.
-            Some(reader) => Ok(reader.index().reload()?.0),
-            None => {
+            Some(reader) if !reader.index().is_replaced() => Ok(reader.index().reload()?.0),
+            _ => {
                 let reader = StoreReader::open(&self.store_dir)?;
                 let generation = reader.index().generation()?.0;
                 *slot = Some(reader);

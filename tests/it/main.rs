@@ -5,7 +5,10 @@
 //! - `reingest`: invariant 1, a re-run on unchanged documents writes nothing.
 //! - `edits`: edits, renames, deletions and shared passages write only what changed.
 //! - `crash`: invariant 2, an abort at every named crash point heals on the next run.
-//! - `kill`: invariant 2 again, SIGKILL at random moments on a real corpus.
+//! - `kill`: invariant 2 again, SIGKILL at random moments: small incremental ingests (inside
+//!   Tantivy's commits and merges too) and a real corpus.
+//! - `heal`: a damaged, missing or outdated index is rebuilt from the ledger and swapped in;
+//!   readers name the index, ledger-only commands keep working.
 //! - `search`: invariant 3, no passage twice; filters, snippets and the JSON contract.
 //! - `verify`: invariant 4, verify passes on a healthy store and names every difference.
 //! - `malformed`: invariant 6, hostile files warn and hurt no other document.
@@ -42,6 +45,7 @@ mod deletion;
 mod edits;
 mod faults;
 mod fuzz_regressions;
+mod heal;
 mod kill;
 mod lock;
 mod malformed;
