@@ -11,6 +11,8 @@
 //!   readers name the index, ledger-only commands keep working.
 //! - `search`: invariant 3, no passage twice; filters, snippets and the JSON contract.
 //! - `verify`: invariant 4, verify passes on a healthy store and names every difference.
+//! - `verify_race`: `verify` beside a committing writer reports a lag at most, never a false
+//!   difference.
 //! - `malformed`: invariant 6, hostile files warn and hurt no other document.
 //! - `deletion`: deletions wait for a clean walk; the mass-delete guard; roots stay apart.
 //! - `lock`: one writer at a time; readers never wait.
@@ -55,3 +57,4 @@ mod reingest;
 mod search;
 mod tidy;
 mod verify;
+mod verify_race;
