@@ -138,7 +138,11 @@ impl Store {
             }
             Err(err) => return Err(err),
         };
-        index.remove_leftovers()?;
+        // Failing to tidy up is no reason to refuse the run (a rebuild must go on over a
+        // damaged folder); what is left is tried again by the next writer.
+        if let Err(err) = index.remove_leftovers() {
+            tracing::warn!(error = %err, "could not remove the files of killed writers");
+        }
         let index_generation = index.generation()?;
         let mut store = Store {
             paths,
