@@ -43,23 +43,33 @@ struct LedgerSnapshot {
 /// Compares ledger and index.
 ///
 /// The index is read first (its generation and chunk IDs from one commit), then the ledger in
-/// one read transaction. A commit landing in between can only put the ledger *ahead*, which
-/// the log explains (`lag_only`); reading the ledger's generation and chunks apart, or the
-/// ledger before the index, could report a difference that is not there.
+/// one read transaction, again until the index has not moved meanwhile. A commit landing in
+/// between can only put the ledger *ahead*, which the log explains (`lag_only`); reading the
+/// ledger's generation and chunks apart, or the ledger before the index, could report a
+/// difference that is not there.
 pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
-    let (index_generation, index_ids) = reader.index().snapshot()?;
-    let ledger = reader.ledger().read_snapshot(|ledger| {
-        Ok(LedgerSnapshot {
-            generation: ledger.generation()?,
-            ids: ledger.chunk_ids()?.iter().map(ChunkId::to_hex).collect(),
-            log_floor: ledger.log_floor()?,
-            logged_since_index: ledger
-                .changed_since(index_generation)?
-                .iter()
-                .map(ChunkId::to_hex)
-                .collect(),
-        })
-    })?;
+    // A writer prunes the log of a generation once the index has it: had the index moved on
+    // while the ledger was read, the log that explains the lag could be gone. Read again until
+    // the index stood still across the ledger's snapshot (a writer commits a few times a
+    // second at most, so this ends).
+    let (index_generation, index_ids, ledger) = loop {
+        let (index_generation, index_ids) = reader.index().snapshot()?;
+        let ledger = reader.ledger().read_snapshot(|ledger| {
+            Ok(LedgerSnapshot {
+                generation: ledger.generation()?,
+                ids: ledger.chunk_ids()?.iter().map(ChunkId::to_hex).collect(),
+                log_floor: ledger.log_floor()?,
+                logged_since_index: ledger
+                    .changed_since(index_generation)?
+                    .iter()
+                    .map(ChunkId::to_hex)
+                    .collect(),
+            })
+        })?;
+        if reader.index().generation()? == index_generation {
+            break (index_generation, index_ids, ledger);
+        }
+    };
     let ledger_generation = ledger.generation;
     let ledger_ids = ledger.ids;
 
