@@ -6,8 +6,13 @@
 //! `GROUNDIDX_CRASH_AT` names it. `name:N` aborts at the N-th time the point is reached, to crash
 //! between two batches of one run. Unset, a crash point costs one relaxed load.
 //!
-//! The library never exits otherwise; this is the one test hook that does, and every point is
-//! listed in `CRASH_POINTS` so a test can visit them all.
+//! Before aborting it writes `groundidx: crash point NAME reached` to stderr, so a test can tell
+//! that the process died at that point and not anywhere else. The `tantivy.*` points sit inside
+//! Tantivy's commit and merges (in `index::directory`), the `rebuild.*` and `swap.*` ones around
+//! the swap of a rebuilt index.
+//!
+//! The library never prints or exits otherwise; this is the one test hook that does, and every
+//! point is listed in `CRASH_POINTS` so a test can visit them all.
 //!
 //! `GROUNDIDX_PAUSE_AT=name@DIR` makes the point a pause instead, the first time it is reached:
 //! the process creates `DIR/paused` (holding its pid) and waits until `DIR/resume` exists, so a
@@ -40,9 +45,16 @@ pub const CRASH_POINTS: &[&str] = &[
     "catch_up.before_apply",
     "catch_up.before_commit",
     "catch_up.after_commit",
-    "rebuild.after_clear",
+    "tantivy.segment_file_created",
+    "tantivy.delete_file_created",
+    "tantivy.merge_file_created",
+    "tantivy.before_meta_save",
+    "tantivy.after_meta_save",
+    "rebuild.before_add",
     "rebuild.before_commit",
     "rebuild.after_commit",
+    "swap.before_removing_old",
+    "rebuild.after_swap",
     "keys.before_commit",
     "keys.after_commit",
 ];
@@ -84,6 +96,9 @@ pub fn crash_point(name: &str) {
         && armed.name == name
         && armed.hits.fetch_add(1, Ordering::Relaxed) + 1 == armed.nth
     {
+        use std::io::Write;
+        // The one line the library writes itself: proof for a test of where the process died.
+        let _ = writeln!(std::io::stderr(), "groundidx: crash point {name} reached");
         std::process::abort();
     }
 }

@@ -40,6 +40,13 @@ pub enum Error {
     )]
     NoStore { path: PathBuf },
 
+    /// The ledger is there but its index is missing, damaged or of another schema. A writer
+    /// (`ingest`, `rebuild`) makes it again from the ledger; readers report it.
+    #[error(
+        "the index at {path} cannot be used: {reason}\nhint: run `groundidx rebuild` to make it again from the ledger"
+    )]
+    IndexUnusable { path: PathBuf, reason: String },
+
     /// The run would remove more than half of the documents under a root.
     #[error(
         "refusing to remove {removing} of {existing} documents under {root}: the folder may be empty or unmounted\nhint: pass --allow-mass-delete if this is meant"

@@ -2,11 +2,10 @@
 //! or a backup. Read from the ledger alone, in chunk ID order.
 
 use crate::error::Result;
+use crate::ledger::Ledger;
 use crate::search::{ChunkRecord, chunk_record};
-use crate::store::StoreReader;
 
-/// Calls `f` with every chunk, in chunk ID order.
-pub fn export(reader: &StoreReader, mut f: impl FnMut(&ChunkRecord) -> Result<()>) -> Result<()> {
-    let ledger = reader.ledger()?;
-    ledger.for_each_chunk(|chunk| f(&chunk_record(&ledger, chunk)?))
+/// Calls `f` with every chunk, in chunk ID order. Needs the ledger alone (`store::open_ledger`).
+pub fn export(ledger: &Ledger, mut f: impl FnMut(&ChunkRecord) -> Result<()>) -> Result<()> {
+    ledger.for_each_chunk(|chunk| f(&chunk_record(ledger, chunk)?))
 }

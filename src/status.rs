@@ -2,9 +2,11 @@
 
 use serde::Serialize;
 
+use std::path::Path;
+
 use crate::clock;
 use crate::error::Result;
-use crate::store::StoreReader;
+use crate::store;
 
 /// The `status --json` contract.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -14,8 +16,12 @@ pub struct StatusReport {
     pub chunks: u64,
     /// The ledger's generation.
     pub generation: u64,
-    /// The generation of the index's last commit; below `generation` while the index lags.
-    pub index_generation: u64,
+    /// The generation of the index's last commit; below `generation` while the index lags,
+    /// `null` when the index is missing or damaged.
+    pub index_generation: Option<u64>,
+    /// Why the index cannot be used, when it cannot (`groundidx rebuild` makes it again).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_problem: Option<String>,
     pub last_ingest: Option<String>,
     /// Milliseconds since the epoch of the last finished ingest (for `--max-age` checks).
     #[serde(skip)]
@@ -25,9 +31,14 @@ pub struct StatusReport {
     pub idempotency_keys: u64,
 }
 
-/// Reads the store's counts and generations.
-pub fn status(reader: &StoreReader) -> Result<StatusReport> {
-    let ledger = reader.ledger()?;
+/// Reads the store's counts and generations from the ledger, and the index's generation from
+/// its `meta.json` alone, so it reports a store whose index is missing or damaged too.
+pub fn status(dir: &Path) -> Result<StatusReport> {
+    let ledger = store::open_ledger(dir)?;
+    let (index_generation, index_problem) = match store::index_generation(dir) {
+        Ok(generation) => (Some(generation.0), None),
+        Err(err) => (None, Some(err.to_string())),
+    };
     let counts = ledger.counts()?;
     let last_ingest_ms = ledger.last_ingest_ms()?;
     Ok(StatusReport {
@@ -35,7 +46,8 @@ pub fn status(reader: &StoreReader) -> Result<StatusReport> {
         sources: counts.sources,
         chunks: counts.chunks,
         generation: ledger.generation()?.0,
-        index_generation: reader.index().generation()?.0,
+        index_generation,
+        index_problem,
         last_ingest: last_ingest_ms.map(clock::rfc3339),
         last_ingest_ms,
         audit_events: counts.audit_events,

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::ids::ChunkId;
+use crate::ids::{ChunkId, Generation};
 use crate::store::StoreReader;
 
 /// What `verify` compared and found: the `verify --json` contract.
@@ -31,15 +31,50 @@ pub struct VerifyReport {
     pub identical: bool,
 }
 
+/// What the ledger held in one snapshot: its generation, its chunks, and how far its log
+/// reaches back and what it names since the index's generation.
+struct LedgerSnapshot {
+    generation: Generation,
+    ids: Vec<String>,
+    log_floor: Generation,
+    logged_since_index: HashSet<String>,
+}
+
 /// Compares ledger and index.
+///
+/// The index is read first (its generation and chunk IDs from one commit), then the ledger in
+/// one read transaction, again until the index has not moved meanwhile. A commit landing in
+/// between can only put the ledger *ahead*, which the log explains (`lag_only`); reading the
+/// ledger's generation and chunks apart, or the ledger before the index, could report a
+/// difference that is not there.
 pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
-    let ledger = reader.ledger()?;
-    // One snapshot for the IDs and their generation, so the two describe the same commit.
-    let index = reader.index().snapshot();
-    let ledger_generation = ledger.generation()?;
-    let index_generation = index.generation();
-    let ledger_ids: Vec<String> = ledger.chunk_ids()?.iter().map(ChunkId::to_hex).collect();
-    let index_ids = index.chunk_ids()?;
+    // A writer prunes the log of a generation once the index has it: had the index moved on
+    // while the ledger was read, the log that explains the lag could be gone. Read again until
+    // the index stood still across the ledger's snapshot (a writer commits a few times a
+    // second at most, so this ends).
+    let (index_generation, index_ids, ledger) = loop {
+        // One snapshot for the IDs and their generation, so the two describe the same commit.
+        reader.index().reload()?;
+        let snapshot = reader.index().snapshot();
+        let (index_generation, index_ids) = (snapshot.generation(), snapshot.chunk_ids()?);
+        let ledger = reader.ledger()?.read_snapshot(|ledger| {
+            Ok(LedgerSnapshot {
+                generation: ledger.generation()?,
+                ids: ledger.chunk_ids()?.iter().map(ChunkId::to_hex).collect(),
+                log_floor: ledger.log_floor()?,
+                logged_since_index: ledger
+                    .changed_since(index_generation)?
+                    .iter()
+                    .map(ChunkId::to_hex)
+                    .collect(),
+            })
+        })?;
+        if reader.index().generation()? == index_generation {
+            break (index_generation, index_ids, ledger);
+        }
+    };
+    let ledger_generation = ledger.generation;
+    let ledger_ids = ledger.ids;
 
     let mut duplicated: Vec<String> = index_ids
         .windows(2)
@@ -64,16 +99,12 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
     let identical = missing.is_empty() && extra.is_empty() && duplicated.is_empty();
     let lag_only = !identical
         && index_generation < ledger_generation
-        && index_generation >= ledger.log_floor()?
+        && index_generation >= ledger.log_floor
         && duplicated.is_empty()
-        && {
-            let logged: HashSet<String> = ledger
-                .changed_since(index_generation)?
-                .iter()
-                .map(ChunkId::to_hex)
-                .collect();
-            missing.iter().chain(&extra).all(|id| logged.contains(id))
-        };
+        && missing
+            .iter()
+            .chain(&extra)
+            .all(|id| ledger.logged_since_index.contains(id));
     Ok(VerifyReport {
         ledger_generation: ledger_generation.0,
         index_generation: index_generation.0,

@@ -1,7 +1,7 @@
 //! `groundidx audit` and `groundidx usage`
 
 use groundidx::keys::parse_duration;
-use groundidx::store::StoreReader;
+use groundidx::store;
 use groundidx::{Error, Result, clock};
 
 use crate::cli::output;
@@ -32,10 +32,8 @@ fn since_ms(args: &Args) -> Result<i64> {
 
 /// Print the tool calls agents made, one entry per call however often it was retried.
 pub fn run_audit(cli: &Cli, args: &Args) -> Result<ExitCode> {
-    let reader = StoreReader::open(&cli.store_dir())?;
-    let rows = reader
-        .ledger()?
-        .audit_rows(since_ms(args)?, args.client.as_deref())?;
+    let ledger = store::open_ledger(&cli.store_dir())?;
+    let rows = ledger.audit_rows(since_ms(args)?, args.client.as_deref())?;
     if cli.json {
         output::json(&serde_json::json!({ "events": rows }))?;
         return Ok(ExitCode::Success);
@@ -61,10 +59,8 @@ pub fn run_audit(cli: &Cli, args: &Args) -> Result<ExitCode> {
 
 /// Print the units each client used per rate-limit window.
 pub fn run_usage(cli: &Cli, args: &Args) -> Result<ExitCode> {
-    let reader = StoreReader::open(&cli.store_dir())?;
-    let rows = reader
-        .ledger()?
-        .usage_rows(since_ms(args)?, args.client.as_deref())?;
+    let ledger = store::open_ledger(&cli.store_dir())?;
+    let rows = ledger.usage_rows(since_ms(args)?, args.client.as_deref())?;
     let total: u64 = rows.iter().map(|r| r.units).sum();
     if cli.json {
         output::json(&serde_json::json!({ "usage": rows, "total_units": total }))?;

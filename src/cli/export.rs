@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use groundidx::store::StoreReader;
+use groundidx::store;
 use groundidx::{Error, Result, export};
 
 use crate::cli::{Cli, ExitCode};
@@ -14,10 +14,10 @@ use crate::cli::{Cli, ExitCode};
 pub struct Args {}
 
 pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
-    let reader = StoreReader::open(&cli.store_dir())?;
+    let ledger = store::open_ledger(&cli.store_dir())?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    export::export(&reader, |chunk| {
+    export::export(&ledger, |chunk| {
         serde_json::to_writer(&mut out, chunk)
             .map_err(|err| Error::io("write to stdout", err.into()))?;
         out.write_all(b"\n")

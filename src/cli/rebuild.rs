@@ -8,8 +8,9 @@ use crate::cli::{Cli, ExitCode, WaitArgs};
 
 /// Make the index again from the ledger alone, without reading any document.
 ///
-/// The new index replaces the old one in a single commit: searches see the old index until the
-/// rebuild is done, and a rebuild that is interrupted leaves the old one in place.
+/// The new index is built in a new folder and swapped in once committed: searches see the old
+/// index until the rebuild is done, a rebuild that is interrupted leaves the old one in place,
+/// and an index that is missing, damaged or of an older schema is made again.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -27,8 +28,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     if !dir.join("ledger.sqlite").exists() {
         return Err(groundidx::Error::NoStore { path: dir });
     }
-    let (mut store, _caught_up) = Store::open(&dir, args.wait.lock_wait())?;
-    let generation = store.rebuild()?;
+    let (store, generation) = Store::open_and_rebuild(&dir, args.wait.lock_wait())?;
     let chunks = store.ledger().counts()?.chunks;
     store.close()?;
     let report = RebuildReport {

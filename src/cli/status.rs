@@ -2,7 +2,6 @@
 
 use groundidx::Result;
 use groundidx::status;
-use groundidx::store::StoreReader;
 
 use crate::cli::output;
 use crate::cli::style;
@@ -22,8 +21,8 @@ fn parse_max_age(text: &str) -> std::result::Result<std::time::Duration, String>
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
-    let reader = StoreReader::open(&cli.store_dir())?;
-    let report = status::status(&reader)?;
+    let dir = cli.store_dir();
+    let report = status::status(&dir)?;
     let stale = args.max_age.map(|max_age| {
         let newest_allowed = groundidx::clock::now_ms() - max_age.as_millis() as i64;
         report
@@ -46,16 +45,15 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     if cli.quiet {
         return Ok(code);
     }
-    let lag = if report.index_generation < report.generation {
-        format!(
-            " (index at {}: behind, the next ingest replays it)",
-            report.index_generation
-        )
-    } else {
-        String::new()
+    let lag = match report.index_generation {
+        Some(index) if index < report.generation => {
+            format!(" (index at {index}: behind, the next ingest replays it)")
+        }
+        Some(_) => String::new(),
+        None => " (the index cannot be used: run `groundidx rebuild`)".to_string(),
     };
     for (name, value) in [
-        ("store", reader.paths().dir.display().to_string()),
+        ("store", dir.display().to_string()),
         ("documents", report.documents.to_string()),
         ("sources", report.sources.to_string()),
         ("chunks", report.chunks.to_string()),
@@ -69,6 +67,9 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         ("keys", report.idempotency_keys.to_string()),
     ] {
         output::line(format!("{name:<12} {}", style::visible(&value)))?;
+    }
+    if let Some(problem) = &report.index_problem {
+        output::line(format!("{:<12} {problem}", "index"))?;
     }
     Ok(code)
 }

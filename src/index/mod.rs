@@ -15,6 +15,7 @@
 //!
 //! It never reads the ledger; `store` decides what to write.
 
+mod directory;
 mod query;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -24,6 +25,8 @@ use std::time::{Duration, Instant};
 
 use tantivy::collector::{FilterCollector, TopDocs};
 use tantivy::directory::MmapDirectory;
+
+use self::directory::CrashDirectory;
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
     TextOptions, Value,
@@ -99,6 +102,9 @@ pub struct Index {
     reader: IndexReader,
     /// Oldest first, the current snapshot last, each with the moment it became current.
     snapshots: RwLock<VecDeque<(Instant, Arc<Snapshot>)>>,
+    /// The device and inode of the folder at open, to notice a swap.
+    folder: Option<(u64, u64)>,
+    dir: std::path::PathBuf,
 }
 
 /// One commit as a reader sees it: the searcher, and the generation and segment layout of
@@ -142,58 +148,184 @@ fn index_error(context: impl Into<String>) -> impl FnOnce(tantivy::TantivyError)
     move |source| Error::Index { context, source }
 }
 
-impl Index {
-    /// Opens the index in `dir`, creating an empty one when the folder holds none.
-    pub fn open_or_create(dir: &Path) -> Result<Index> {
-        std::fs::create_dir_all(dir)
-            .map_err(|err| Error::io(format!("create {}", dir.display()), err))?;
-        let directory = MmapDirectory::open(dir).map_err(|err| {
-            Error::Usage(format!("cannot open index folder {}: {err}", dir.display()))
-        })?;
-        let exists = TantivyIndex::exists(&directory).map_err(|err| {
-            Error::Usage(format!("cannot read index folder {}: {err}", dir.display()))
-        })?;
-        let index = if exists {
-            TantivyIndex::open(directory).map_err(index_error(format!("open {}", dir.display())))?
+/// The I/O error inside a Tantivy error, if it is one.
+fn io_kind(err: &tantivy::TantivyError) -> Option<std::io::ErrorKind> {
+    use tantivy::TantivyError as T;
+    use tantivy::directory::error::{LockError, OpenDirectoryError, OpenReadError};
+    match err {
+        T::IoError(io) => Some(io.kind()),
+        T::OpenReadError(OpenReadError::IoError { io_error, .. }) => Some(io_error.kind()),
+        T::OpenDirectoryError(OpenDirectoryError::IoError { io_error, .. }) => {
+            Some(io_error.kind())
+        }
+        T::LockFailure(LockError::IoError(io), _) => Some(io.kind()),
+        _ => None,
+    }
+}
+
+/// True when a failure to open an index says something about the machine (permissions, a
+/// read-only or full disk, memory), not about the index: rebuilding would not help, and the
+/// error is reported as it is. Anything else (a missing or truncated file, bad JSON, an
+/// unknown format) means the folder cannot serve as an index.
+fn is_environmental(err: &tantivy::TantivyError) -> bool {
+    use std::io::ErrorKind as K;
+    io_kind(err).is_some_and(|kind| {
+        matches!(
+            kind,
+            K::PermissionDenied
+                | K::ReadOnlyFilesystem
+                | K::StorageFull
+                | K::QuotaExceeded
+                | K::OutOfMemory
+                | K::Interrupted
+                | K::ResourceBusy
+                | K::WouldBlock
+                | K::TimedOut
+        )
+    })
+}
+
+/// An error opening the index in `dir`: environmental failures as they are, everything else as
+/// an index the ledger must make again.
+fn open_error(dir: &Path, context: &str) -> impl FnOnce(tantivy::TantivyError) -> Error {
+    let dir = dir.to_path_buf();
+    let context = format!("{context} {}", dir.display());
+    move |source| {
+        if is_environmental(&source) {
+            Error::Index { context, source }
         } else {
-            TantivyIndex::create(directory, schema().0, tantivy::IndexSettings::default())
-                .map_err(index_error(format!("create {}", dir.display())))?
+            Error::IndexUnusable {
+                path: dir,
+                reason: source.to_string(),
+            }
+        }
+    }
+}
+
+/// The folder's identity (device and inode): a folder swapped in by a rebuild has another.
+fn folder_identity(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
+}
+
+fn directory(dir: &Path) -> Result<CrashDirectory> {
+    match MmapDirectory::open(dir) {
+        Ok(directory) => Ok(CrashDirectory::new(directory)),
+        Err(tantivy::directory::error::OpenDirectoryError::DoesNotExist(_)) => {
+            Err(Error::IndexUnusable {
+                path: dir.to_path_buf(),
+                reason: "the index folder is missing".into(),
+            })
+        }
+        Err(err) => Err(open_error(dir, "open index folder")(err.into())),
+    }
+}
+
+/// The generation of the index's last commit in `dir`, read from its `meta.json` alone,
+/// without opening the index: for `status`, which must work while the index is damaged.
+pub fn committed_generation(dir: &Path) -> Result<Generation> {
+    let path = dir.join("meta.json");
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::IndexUnusable {
+                path: dir.to_path_buf(),
+                reason: "meta.json is missing".into(),
+            });
+        }
+        Err(err) => return Err(Error::io(format!("read {}", path.display()), err)),
+    };
+    let meta: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|err| Error::IndexUnusable {
+            path: dir.to_path_buf(),
+            reason: format!("meta.json is not JSON: {err}"),
+        })?;
+    Ok(Generation(
+        meta["payload"]
+            .as_str()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0),
+    ))
+}
+
+impl Index {
+    /// Opens the index in `dir`. Fails with `Error::IndexUnusable` when the folder holds no
+    /// index, a damaged one or one of another schema (the store then rebuilds it from the
+    /// ledger), and with `Error::Index` when the machine refuses (permissions, a full disk).
+    pub fn open(dir: &Path) -> Result<Index> {
+        let meta = dir.join("meta.json");
+        // A folder that cannot be read is the machine's refusal, not a missing index.
+        let exists = match meta.try_exists() {
+            Ok(exists) => exists,
+            Err(err) if err.kind() == std::io::ErrorKind::NotADirectory => false,
+            Err(err) => return Err(Error::io(format!("read {}", meta.display()), err)),
         };
+        if !exists {
+            return Err(Error::IndexUnusable {
+                path: dir.to_path_buf(),
+                reason: if dir.is_dir() {
+                    "meta.json is missing".into()
+                } else {
+                    "the index folder is missing".into()
+                },
+            });
+        }
+        let index = TantivyIndex::open(directory(dir)?).map_err(open_error(dir, "open"))?;
         Index::wrap(index, dir)
     }
 
-    /// Opens an existing index for reading.
-    pub fn open(dir: &Path) -> Result<Index> {
-        if !dir.join("meta.json").exists() {
-            return Err(Error::NoStore {
-                path: dir.parent().unwrap_or(dir).to_path_buf(),
-            });
-        }
-        let index = TantivyIndex::open_in_dir(dir)
-            .map_err(index_error(format!("open {}", dir.display())))?;
+    /// Creates an empty index in `dir`, creating the folder; the folder must hold no index.
+    pub fn create(dir: &Path) -> Result<Index> {
+        std::fs::create_dir_all(dir)
+            .map_err(|err| Error::io(format!("create {}", dir.display()), err))?;
+        let index = TantivyIndex::create(
+            directory(dir)?,
+            schema().0,
+            tantivy::IndexSettings::default(),
+        )
+        .map_err(index_error(format!("create {}", dir.display())))?;
         Index::wrap(index, dir)
+    }
+
+    /// Opens the index in `dir`, creating an empty one when the folder holds none.
+    pub fn open_or_create(dir: &Path) -> Result<Index> {
+        if dir.join("meta.json").exists() {
+            Index::open(dir)
+        } else {
+            Index::create(dir)
+        }
     }
 
     fn wrap(index: TantivyIndex, dir: &Path) -> Result<Index> {
         let (expected, fields) = schema();
         if index.schema() != expected {
-            return Err(Error::Inconsistent(format!(
-                "the index at {} has another schema",
-                dir.display()
-            )));
+            return Err(Error::IndexUnusable {
+                path: dir.to_path_buf(),
+                reason: "its schema is not the one this groundidx writes".into(),
+            });
         }
+        // Opening the reader opens every segment's files, so a missing or truncated file is
+        // found here rather than in the middle of a search.
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
-            .map_err(index_error("open reader"))?;
+            .map_err(open_error(dir, "open reader on"))?;
         let first = capture(&index, &reader, fields)?;
         Ok(Index {
             index,
             fields,
             reader,
             snapshots: RwLock::new(VecDeque::from([(Instant::now(), Arc::new(first))])),
+            folder: folder_identity(dir),
+            dir: dir.to_path_buf(),
         })
+    }
+
+    /// True when the folder this index was opened from has been replaced (a rebuild swapped a
+    /// new index in): a reader must open the new one to see its commits.
+    pub fn is_replaced(&self) -> bool {
+        folder_identity(&self.dir) != self.folder
     }
 
     /// The snapshot searches see now.
@@ -255,6 +387,18 @@ impl Index {
             snapshots.pop_front();
         }
         Ok(generation)
+    }
+
+    /// Removes whatever a killed writer left: the files of segments and deletes that the last
+    /// commit does not use (a killed commit's `<segment>.<opstamp>.del` would otherwise make
+    /// the replay of the same operations fail with `FileAlreadyExists`, for good; killed
+    /// merges and rebuilds leave whole segments), and the temporary files of interrupted
+    /// atomic writes. For a writer, under the store's lock, before it writes: no other writer
+    /// runs, and readers never open a file the last commit does not use (Tantivy's collection
+    /// waits for a reader that is opening segments). A clean folder is left untouched.
+    pub fn remove_leftovers(&self) -> Result<()> {
+        remove_unused_files(&self.index)?;
+        remove_temporary_files(&self.dir)
     }
 
     /// Starts writing. The writer holds Tantivy's own lock until dropped.
@@ -345,27 +489,7 @@ impl Snapshot {
     /// Every chunk ID in the commit this snapshot holds, once per Tantivy document (so a
     /// duplicate shows up twice), sorted.
     pub fn chunk_ids(&self) -> Result<Vec<String>> {
-        let searcher = &self.searcher;
-        let mut ids = Vec::with_capacity(searcher.num_docs() as usize);
-        for segment in searcher.segment_readers() {
-            let column = segment
-                .fast_fields()
-                .str("chunk_id")
-                .map_err(index_error("read chunk ids"))?
-                .ok_or_else(|| Error::Inconsistent("the index has no chunk_id column".into()))?;
-            let mut text = String::new();
-            for doc in segment.doc_ids_alive() {
-                for ord in column.term_ords(doc) {
-                    text.clear();
-                    column
-                        .ord_to_str(ord, &mut text)
-                        .map_err(|err| Error::io("read chunk ids", err))?;
-                    ids.push(text.clone());
-                }
-            }
-        }
-        ids.sort();
-        Ok(ids)
+        chunk_ids_of(&self.searcher)
     }
 
     /// The number of chunks in the commit this snapshot holds.
@@ -444,6 +568,60 @@ impl Snapshot {
         }
         Ok(hits)
     }
+}
+
+/// Every chunk ID in a searcher's commit, once per Tantivy document, sorted.
+fn chunk_ids_of(searcher: &tantivy::Searcher) -> Result<Vec<String>> {
+    let mut ids = Vec::with_capacity(searcher.num_docs() as usize);
+    for segment in searcher.segment_readers() {
+        let column = segment
+            .fast_fields()
+            .str("chunk_id")
+            .map_err(index_error("read chunk ids"))?
+            .ok_or_else(|| Error::Inconsistent("the index has no chunk_id column".into()))?;
+        let mut text = String::new();
+        for doc in segment.doc_ids_alive() {
+            for ord in column.term_ords(doc) {
+                text.clear();
+                column
+                    .ord_to_str(ord, &mut text)
+                    .map_err(|err| Error::io("read chunk ids", err))?;
+                ids.push(text.clone());
+            }
+        }
+    }
+    ids.sort();
+    Ok(ids)
+}
+
+/// Removes every file Tantivy made in the index that its last commit does not use.
+fn remove_unused_files(index: &TantivyIndex) -> Result<()> {
+    let metas = index.load_metas().map_err(index_error("read meta.json"))?;
+    let mut living = metas.list_segment_files();
+    living.insert(std::path::PathBuf::from("meta.json"));
+    index
+        .clone()
+        .directory_mut()
+        .garbage_collect(|| living)
+        .map_err(index_error("remove the files no commit uses"))?;
+    Ok(())
+}
+
+/// Removes the temporary files of atomic writes (`meta.json`, `.managed.json`) that a killed
+/// writer left: Tantivy does not track them, so its collection never removes them.
+fn remove_temporary_files(dir: &Path) -> Result<()> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|err| Error::io(format!("list {}", dir.display()), err))?;
+    for entry in entries {
+        let entry = entry.map_err(|err| Error::io(format!("list {}", dir.display()), err))?;
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with(".tmp") {
+            let path = entry.path();
+            std::fs::remove_file(&path)
+                .map_err(|err| Error::io(format!("remove {}", path.display()), err))?;
+        }
+    }
+    Ok(())
 }
 
 /// The first words of `text`, white space folded, cut at a word boundary near `max_chars`.
@@ -547,10 +725,15 @@ impl Writer {
         Ok(())
     }
 
-    /// Waits for background merges to end and releases Tantivy's lock.
+    /// Waits for background merges to end, releases Tantivy's lock, and removes the files that
+    /// the last commit no longer uses. Tantivy's own collection after each commit keeps the
+    /// files of the segments this process's reader still holds, so without this last pass a
+    /// writer always left the segments it merged away for the next one to remove.
     pub fn finish(self) -> Result<()> {
+        let index = self.writer.index().clone();
         self.writer
             .wait_merging_threads()
-            .map_err(index_error("finish merges"))
+            .map_err(index_error("finish merges"))?;
+        remove_unused_files(&index)
     }
 }

@@ -391,9 +391,14 @@ impl Agent {
 
     /// Makes the tools see the index's last commit; returns its generation. Calls running
     /// meanwhile finish on the snapshot they started with.
+    ///
+    /// When a rebuild has swapped a new index folder in, the reader is opened again on it; until
+    /// that succeeds, the tools keep serving the commit the reader already has.
     pub fn reload(&self) -> Result<u64> {
         // A failed reload keeps serving the commit the reader already has.
-        if let Some(reader) = self.current_reader() {
+        if let Some(reader) = self.current_reader()
+            && !reader.index().is_replaced()
+        {
             return Ok(reader.index().reload()?.0);
         }
         let reader = Arc::new(StoreReader::open(&self.store_dir)?);

@@ -213,6 +213,24 @@ impl Ledger {
         &self.path
     }
 
+    /// Runs `f` inside one read transaction, so that everything it reads comes from one
+    /// snapshot of the ledger even while a writer commits (WAL readers see the database as of
+    /// their transaction's first read).
+    pub fn read_snapshot<T>(&self, f: impl FnOnce(&Ledger) -> Result<T>) -> Result<T> {
+        self.conn
+            .execute_batch("BEGIN DEFERRED")
+            .map_err(sql_error("begin a read transaction"))?;
+        let result = f(self);
+        // A read transaction has nothing to keep: ending it either way only drops the snapshot.
+        let ended = self
+            .conn
+            .execute_batch("ROLLBACK")
+            .map_err(sql_error("end a read transaction"));
+        let value = result?;
+        ended?;
+        Ok(value)
+    }
+
     /// The generation of the last committed chunk change.
     pub fn generation(&self) -> Result<Generation> {
         self.meta("generation").map(|v| Generation(v as u64))

@@ -11,10 +11,17 @@
 //! 3. `catch_up`, run by every writer when it opens the store, replays whatever generations the
 //!    index lacks, and `rebuild` makes the index again from the ledger alone.
 //!
+//! A rebuild never writes into the live index: it builds a new one in `index.new/` and swaps
+//! it in (`swap`), so it heals an index that is missing, damaged or of another schema, and a
+//! kill during it leaves the old index or the new one. A writer that cannot open the index
+//! rebuilds it so.
+//!
 //! `commit`, `catch_up` and `rebuild` are the only Tantivy writers. Readers (`StoreReader`)
-//! never take the lock, never replay and never write.
+//! never take the lock, never replay and never write; the commands that read the ledger alone
+//! (`open_ledger`) never open the index.
 
 mod lock;
+mod swap;
 
 use std::path::{Path, PathBuf};
 
@@ -49,6 +56,16 @@ impl StorePaths {
     pub fn index(&self) -> PathBuf {
         self.dir.join("index")
     }
+
+    /// Where a rebuild builds the new index before swapping it in.
+    pub fn index_new(&self) -> PathBuf {
+        self.dir.join("index.new")
+    }
+
+    /// Where the replaced index waits for removal during a swap.
+    pub fn index_old(&self) -> PathBuf {
+        self.dir.join("index.old")
+    }
 }
 
 /// What `catch_up` found and did.
@@ -60,6 +77,14 @@ pub enum CatchUp {
     Replayed { from: Generation, to: Generation },
     /// The index could not be brought up to date by a replay and was rebuilt.
     Rebuilt { from: Generation, to: Generation },
+    /// The index was missing, damaged or of another schema, and was rebuilt from the ledger.
+    Replaced { to: Generation },
+}
+
+/// What `Store::open_at` does once the index is open.
+enum Then {
+    CatchUp,
+    Rebuild,
 }
 
 /// A store opened for writing: it holds the writer lock until dropped.
@@ -76,16 +101,48 @@ impl Store {
     /// Creates the store folder if needed, takes the writer lock, opens both parts and brings
     /// the index up to the ledger (`catch_up`) before anything else.
     pub fn open(dir: &Path, wait: LockWait) -> Result<(Store, CatchUp)> {
-        Store::open_at(dir, wait).map_err(|err| err.in_store(dir))
+        Store::open_at(dir, wait, Then::CatchUp).map_err(|err| err.in_store(dir))
     }
 
-    fn open_at(dir: &Path, wait: LockWait) -> Result<(Store, CatchUp)> {
+    /// Opens the store like `open` and makes the index again from the ledger (`rebuild`),
+    /// without replaying the log first: a rebuild must heal an index that a replay cannot
+    /// write to. Returns the generation the new index holds.
+    pub fn open_and_rebuild(dir: &Path, wait: LockWait) -> Result<(Store, Generation)> {
+        let (mut store, opened) =
+            Store::open_at(dir, wait, Then::Rebuild).map_err(|err| err.in_store(dir))?;
+        let generation = match opened {
+            CatchUp::Replaced { to } => to,
+            _ => store.rebuild()?,
+        };
+        Ok((store, generation))
+    }
+
+    fn open_at(dir: &Path, wait: LockWait, then: Then) -> Result<(Store, CatchUp)> {
         std::fs::create_dir_all(dir)
             .map_err(|err| Error::io(format!("create store {}", dir.display()), err))?;
         let lock = WriterLock::acquire(dir, wait)?;
         let paths = StorePaths::new(dir);
         let ledger = Ledger::open(&paths.ledger(), Access::ReadWrite)?;
-        let index = Index::open_or_create(&paths.index())?;
+        swap::recover(&paths)?;
+        let (index, replaced) = match Index::open(&paths.index()) {
+            Ok(index) => (index, None),
+            Err(Error::IndexUnusable { reason, .. }) => {
+                let generation = ledger.generation()?;
+                if generation.0 > 0 || paths.index().exists() {
+                    tracing::warn!(
+                        reason = %reason,
+                        "the index cannot be used; rebuilding it from the ledger"
+                    );
+                }
+                (build_index(&paths, &ledger, generation)?, Some(generation))
+            }
+            Err(err) => return Err(err),
+        };
+        // Failing to tidy up is no reason to refuse the run (a rebuild must go on over a
+        // damaged folder); what is left is tried again by the next writer.
+        if let Err(err) = index.remove_leftovers() {
+            tracing::warn!(error = %err, "could not remove the files of killed writers");
+        }
         let index_generation = index.generation()?;
         let mut store = Store {
             paths,
@@ -95,8 +152,17 @@ impl Store {
             index_generation,
             _lock: lock,
         };
-        let caught_up = store.catch_up()?;
-        Ok((store, caught_up))
+        if let Some(to) = replaced {
+            store.ledger.prune_log(to)?;
+            return Ok((store, CatchUp::Replaced { to }));
+        }
+        match then {
+            Then::CatchUp => {
+                let caught_up = store.catch_up()?;
+                Ok((store, caught_up))
+            }
+            Then::Rebuild => Ok((store, CatchUp::InStep)),
+        }
     }
 
     pub fn paths(&self) -> &StorePaths {
@@ -182,28 +248,25 @@ impl Store {
         })
     }
 
-    /// Makes the index again from the ledger alone, in one Tantivy commit: until that commit
-    /// lands, readers (and a crash) see the previous index whole.
+    /// Makes the index again from the ledger alone, in a new folder swapped in for the old one
+    /// once committed: until the swap, readers (and a crash) see the previous index whole, and
+    /// the old index need not be readable at all.
     pub fn rebuild(&mut self) -> Result<Generation> {
         self.rebuild_index()
             .map_err(|err| err.in_store(&self.paths.dir))
     }
 
     fn rebuild_index(&mut self) -> Result<Generation> {
+        // The old index's writer must be gone before its folder is: a merge it still ran would
+        // write into a removed folder. What it staged is discarded; the ledger has it.
+        if let Some(writer) = self.writer.take()
+            && let Err(err) = writer.finish()
+        {
+            tracing::warn!(error = %err, "the writer of the replaced index failed to finish");
+        }
         let generation = self.ledger.generation()?;
-        let writer = writer_of(&mut self.writer, &self.index)?;
-        writer.clear()?;
-        crash_point("rebuild.after_clear");
-        self.ledger.for_each_chunk(|chunk| {
-            writer.add(&IndexedChunk {
-                id: chunk.id,
-                heading_path: &chunk.heading_path,
-                text: &chunk.text,
-            })
-        })?;
-        crash_point("rebuild.before_commit");
-        self.commit_index(generation)?;
-        crash_point("rebuild.after_commit");
+        self.index = build_index(&self.paths, &self.ledger, generation)?;
+        self.index_generation = generation;
         self.ledger.prune_log(generation)?;
         Ok(generation)
     }
@@ -245,6 +308,35 @@ impl Store {
     }
 }
 
+/// Builds the index of the ledger at `generation` in `index.new/`, commits it there, swaps it
+/// in for `index/` and opens it.
+///
+/// A failure or a kill before the swap leaves `index/` as it was (and `index.new/`, which the
+/// next writer removes); after the swap the new index is whole.
+fn build_index(paths: &StorePaths, ledger: &Ledger, generation: Generation) -> Result<Index> {
+    let new = paths.index_new();
+    swap::remove_folder(&new)?;
+    let index = Index::create(&new)?;
+    let mut writer = index.writer()?;
+    crash_point("rebuild.before_add");
+    ledger.for_each_chunk(|chunk| {
+        writer.add(&IndexedChunk {
+            id: chunk.id,
+            heading_path: &chunk.heading_path,
+            text: &chunk.text,
+        })
+    })?;
+    crash_point("rebuild.before_commit");
+    writer.commit(generation)?;
+    // Nothing may write into the folder once it moves: wait for the merges the commit began.
+    writer.finish()?;
+    drop(index);
+    crash_point("rebuild.after_commit");
+    swap::swap_in(paths)?;
+    crash_point("rebuild.after_swap");
+    Index::open(&paths.index())
+}
+
 /// The Tantivy writer, opened on first use: a run with nothing to write never opens it, so it
 /// leaves the index folder untouched.
 fn writer_of<'a>(slot: &'a mut Option<Writer>, index: &Index) -> Result<&'a mut Writer> {
@@ -252,6 +344,24 @@ fn writer_of<'a>(slot: &'a mut Option<Writer>, index: &Index) -> Result<&'a mut 
         *slot = Some(index.writer()?);
     }
     Ok(slot.as_mut().expect("the writer was just opened"))
+}
+
+/// Opens an existing store's ledger for reading, without the index: for the commands that read
+/// the ledger alone (`export`, `status`, `audit`, `usage`), which must work while the index is
+/// missing or damaged. Fails with `Error::NoStore` when there is no ledger.
+pub fn open_ledger(dir: &Path) -> Result<Ledger> {
+    let paths = StorePaths::new(dir);
+    if !paths.ledger().exists() {
+        return Err(Error::NoStore {
+            path: dir.to_path_buf(),
+        });
+    }
+    Ledger::open(&paths.ledger(), Access::ReadOnly).map_err(|err| err.in_store(dir))
+}
+
+/// The generation of the index's last commit, read from its `meta.json` without opening it.
+pub fn index_generation(dir: &Path) -> Result<Generation> {
+    crate::index::committed_generation(&StorePaths::new(dir).index())
 }
 
 /// A store opened for reading: no lock, no replay, no writes. It can be shared by threads:
@@ -267,7 +377,8 @@ pub struct StoreReader {
 const READ_CONNECTIONS: usize = 16;
 
 impl StoreReader {
-    /// Opens an existing store. Fails with `Error::NoStore` when there is none.
+    /// Opens an existing store. Fails with `Error::NoStore` when there is no ledger, and with
+    /// `Error::IndexUnusable` when the ledger is there but the index is missing or damaged.
     pub fn open(dir: &Path) -> Result<StoreReader> {
         StoreReader::open_at(dir).map_err(|err| err.in_store(dir))
     }

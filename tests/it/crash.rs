@@ -1,14 +1,17 @@
 //! Invariant 2: a process aborted at any named crash point, then run again, leaves exactly the
 //! chunks a clean ingest of the same folder holds, each once, and `verify` passes.
 //!
-//! Every point in `groundidx::crash::CRASH_POINTS` must be visited by one scenario here, so a
-//! new crash point without a test fails `every_crash_point_is_tested`.
+//! Every point in `groundidx::crash::CRASH_POINTS` belongs to one group here, and each group's
+//! test runs every point of it and demands that the process died *there* (it aborted, and its
+//! last words name the point), so a point that is listed but never reached fails. The
+//! `tantivy.*` points are inside Tantivy's commit and merges: a writer killed there leaves
+//! files no commit references, which the next writer must remove.
 
 use std::process::Output;
 
 use groundidx::crash::{CRASH_ENV, CRASH_POINTS};
 
-use crate::support::{Env, clean_export};
+use crate::support::{Env, assert_no_leftovers, clean_export};
 
 /// Points reached by an ingest that adds, changes and removes documents over several batches.
 const INGEST_POINTS: &[&str] = &[
@@ -27,11 +30,23 @@ const CATCH_UP_POINTS: &[&str] = &[
     "catch_up.before_commit",
     "catch_up.after_commit",
 ];
-/// Points reached by `rebuild`.
+/// Points inside Tantivy, reached by the same ingest.
+const TANTIVY_POINTS: &[&str] = &[
+    // First: a killed commit's `.del` file once wedged every later writer.
+    "tantivy.delete_file_created",
+    "tantivy.segment_file_created",
+    "tantivy.before_meta_save",
+    "tantivy.after_meta_save",
+];
+/// Inside a Tantivy merge, reached by an ingest of many small batches.
+const MERGE_POINTS: &[&str] = &["tantivy.merge_file_created"];
+/// Points reached by `rebuild`, which builds in `index.new/` and swaps it in.
 const REBUILD_POINTS: &[&str] = &[
-    "rebuild.after_clear",
+    "rebuild.before_add",
     "rebuild.before_commit",
     "rebuild.after_commit",
+    "swap.before_removing_old",
+    "rebuild.after_swap",
 ];
 /// Points on the agent path, tested with the keyed calls.
 const KEYS_POINTS: &[&str] = &["keys.before_commit", "keys.after_commit"];
@@ -40,9 +55,16 @@ const KEYS_POINTS: &[&str] = &["keys.before_commit", "keys.after_commit"];
 fn every_crash_point_is_tested() {
     for point in CRASH_POINTS {
         assert!(
-            [INGEST_POINTS, CATCH_UP_POINTS, REBUILD_POINTS, KEYS_POINTS]
-                .iter()
-                .any(|group| group.contains(point)),
+            [
+                INGEST_POINTS,
+                TANTIVY_POINTS,
+                MERGE_POINTS,
+                CATCH_UP_POINTS,
+                REBUILD_POINTS,
+                KEYS_POINTS
+            ]
+            .iter()
+            .any(|group| group.contains(point)),
             "crash point {point} has no crash test"
         );
     }
@@ -79,7 +101,7 @@ fn ingest_args(env: &Env) -> Vec<String> {
     ]
 }
 
-/// Runs a command with a crash point armed and asserts it aborted.
+/// Runs a command with a crash point armed and asserts it aborted at that point.
 fn run_crashing(env: &Env, args: &[String], point: &str) -> Output {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let output = env
@@ -87,14 +109,25 @@ fn run_crashing(env: &Env, args: &[String], point: &str) -> Output {
         .env(CRASH_ENV, point)
         .output()
         .expect("run groundidx");
-    assert_eq!(
-        output.status.code(),
-        None,
-        "groundidx {args:?} with {CRASH_ENV}={point} did not abort: {:?}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_crashed_at(&output, point);
     output
+}
+
+/// The process was aborted (SIGABRT), and by the crash point named, not by anything else.
+pub fn assert_crashed_at(output: &Output, point: &str) {
+    use std::os::unix::process::ExitStatusExt;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.signal(),
+        Some(libc::SIGABRT),
+        "{CRASH_ENV}={point} did not abort the process: {:?}\n{stderr}",
+        output.status,
+    );
+    let name = point.split(':').next().expect("a name");
+    assert!(
+        stderr.contains(&format!("groundidx: crash point {name} reached")),
+        "the process aborted, but not at {point}:\n{stderr}"
+    );
 }
 
 /// Re-runs ingest to completion and compares the store with a clean ingest.
@@ -107,6 +140,7 @@ fn heal_and_compare(env: &Env, point: &str) {
         "{healed}"
     );
     env.assert_verified();
+    assert_no_leftovers(&env.store);
     assert_eq!(
         env.export(),
         clean_export(&env.docs),
@@ -124,6 +158,34 @@ fn crash_at_every_ingest_point_heals() {
     for point in INGEST_POINTS {
         let env = changed_env();
         run_crashing(&env, &ingest_args(&env), point);
+        heal_and_compare(&env, point);
+    }
+}
+
+#[test]
+fn crash_inside_tantivy_commits_heals_and_leaves_no_files_behind() {
+    for point in TANTIVY_POINTS {
+        let env = changed_env();
+        run_crashing(&env, &ingest_args(&env), point);
+        heal_and_compare(&env, point);
+    }
+}
+
+#[test]
+fn crash_inside_a_tantivy_merge_heals_and_leaves_no_files_behind() {
+    for point in MERGE_POINTS {
+        let env = Env::sample();
+        env.ingest();
+        // One file per batch: a commit each, and Tantivy merges once it has eight segments.
+        for i in 0..12 {
+            env.write(
+                &format!("many/page-{i}.md"),
+                &format!("# Many {i}\n\nPage {i} of many small batches.\n"),
+            );
+        }
+        let mut args = ingest_args(&env);
+        args[4] = "1".into();
+        run_crashing(&env, &args, point);
         heal_and_compare(&env, point);
     }
 }
@@ -172,9 +234,18 @@ fn crash_inside_rebuild_keeps_the_old_index() {
     for point in REBUILD_POINTS {
         let env = Env::sample();
         env.ingest();
+        let before = env.export();
         run_crashing(&env, &["rebuild".to_string()], point);
+        // The killed rebuild left the old index or the new one, whole, at `index/`.
         env.assert_verified();
+        assert_eq!(env.export(), before, "after a crash at {point}");
         heal_and_compare(&env, point);
+        for leftover in ["index.new", "index.old"] {
+            assert!(
+                !env.store.join(leftover).exists(),
+                "{leftover} survived the next writer after a crash at {point}"
+            );
+        }
         let rebuilt = env.json(&["rebuild", "--json"]);
         assert!(rebuilt["chunks"].as_u64().expect("chunks") > 0);
         env.assert_verified();

@@ -5,10 +5,15 @@
 //! - `reingest`: invariant 1, a re-run on unchanged documents writes nothing.
 //! - `edits`: edits, renames, deletions and shared passages write only what changed.
 //! - `crash`: invariant 2, an abort at every named crash point heals on the next run.
-//! - `kill`: invariant 2 again, SIGKILL at random moments on a real corpus.
+//! - `kill`: invariant 2 again, SIGKILL at random moments: small incremental ingests (inside
+//!   Tantivy's commits and merges too) and a real corpus.
+//! - `heal`: a damaged, missing or outdated index is rebuilt from the ledger and swapped in;
+//!   readers name the index, ledger-only commands keep working.
 //! - `signals`: SIGINT and SIGTERM end `ingest` and `ingest --watch` at a safe point, 130 / 143.
 //! - `search`: invariant 3, no passage twice; filters, snippets and the JSON contract.
 //! - `verify`: invariant 4, verify passes on a healthy store and names every difference.
+//! - `verify_race`: `verify` beside a committing writer reports a lag at most, never a false
+//!   difference.
 //! - `malformed`: invariant 6, hostile files warn and hurt no other document.
 //! - `hostile_input`: front matter and Markdown built to exhaust memory cost at most their size.
 //! - `names`: file names and document text reach terminals and text logs escaped.
@@ -70,6 +75,7 @@ mod edits;
 mod faults;
 mod foreign_store;
 mod fuzz_regressions;
+mod heal;
 mod hostile_input;
 mod hostile_tree;
 mod kill;
@@ -87,3 +93,4 @@ mod stat_cache;
 mod tidy;
 mod two_roots;
 mod verify;
+mod verify_race;

@@ -297,3 +297,39 @@ pub fn await_line(
         seen + &rest
     })
 }
+
+/// Asserts that the store's index folder holds only what its last commit uses: `meta.json`,
+/// `.managed.json`, Tantivy's lock files, and the files of the segments (and of their deletes)
+/// that `meta.json` names; no file a killed writer left, no temporary file.
+pub fn assert_no_leftovers(store: &Path) {
+    let index = store.join("index");
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(index.join("meta.json")).expect("read meta.json"))
+            .expect("meta.json is JSON");
+    let mut living: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    for segment in meta["segments"].as_array().expect("segments") {
+        let id = segment["segment_id"].as_str().expect("segment_id");
+        living.insert(id.replace('-', ""), segment["deletes"]["opstamp"].as_u64());
+    }
+    for entry in std::fs::read_dir(&index).expect("read index folder") {
+        let name = entry.expect("index entry").file_name();
+        let name = name.to_string_lossy();
+        if name == "meta.json" || name == ".managed.json" || name.starts_with(".tantivy-") {
+            continue;
+        }
+        let (id, rest) = name.split_once('.').unwrap_or((&name, ""));
+        let Some(deletes) = living.get(id) else {
+            panic!(
+                "{name} in {} belongs to no committed segment",
+                index.display()
+            );
+        };
+        if rest.ends_with("del") {
+            assert_eq!(
+                Some(rest.to_string()),
+                deletes.map(|opstamp| format!("{opstamp}.del")),
+                "{name} is not the delete file the commit uses"
+            );
+        }
+    }
+}
