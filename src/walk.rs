@@ -5,16 +5,19 @@
 //! anything that is not a regular file with a warning. It reads no file contents; it records
 //! the folders and files it could not read so that deletions under them are held back.
 //!
-//! It also opens the root folder itself, once: every file is later opened relative to that
-//! handle, one component at a time and never through a link (`ingest::read`), so a folder
-//! swapped for a link after the walk cannot lead a read out of the root.
+//! It also opens the root folder itself, once, from `/` down without following a link (its
+//! name is resolved before, so a link found then is a swap): every file is later opened
+//! relative to that handle, one component at a time and never through a link
+//! (`ingest::read`), so a folder swapped for a link after the walk cannot lead a read out of
+//! the root.
 
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Component, Path};
 
 use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Serialize;
@@ -156,17 +159,19 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
     }
     let mut walk = Walk::default();
     let root_name = root.display().to_string();
-    match rustix::fs::open(
-        root,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
+    match open_root(root) {
         Ok(dir) => walk.root_dir = Some(dir),
-        Err(err) => {
-            let err = std::io::Error::from(err);
+        Err(errno) => {
+            let why = match errno {
+                // `O_DIRECTORY | O_NOFOLLOW` on a link: Linux says ENOTDIR, others ELOOP.
+                Errno::NOTDIR | Errno::LOOP => {
+                    "it or a folder above it became a symbolic link or a file after its name was resolved; not followed".to_string()
+                }
+                errno => std::io::Error::from(errno).to_string(),
+            };
             walk.warnings.push(Warning::unreadable(
                 &root_name,
-                format!("cannot read the folder: {err}; nothing under it is read or deleted"),
+                format!("cannot read the folder: {why}; nothing under it is read or deleted"),
             ));
             walk.unreadable.push(String::new());
             return Ok(walk);
@@ -254,6 +259,27 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
         }
     }
     Ok(walk)
+}
+
+/// Opens the canonical `root` from `/` down, one component at a time with `O_NOFOLLOW`: the
+/// name was resolved before (links and all), so a link found on the way now is a swap made
+/// since, and following it would lead every read of the run out of the root.
+fn open_root(root: &Path) -> rustix::io::Result<OwnedFd> {
+    let folder = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut dir = rustix::fs::open("/", folder, Mode::empty())?;
+    for component in root.components() {
+        match component {
+            Component::RootDir => {}
+            Component::Normal(name) => {
+                dir = rustix::fs::openat(&dir, name, folder | OFlags::NOFOLLOW, Mode::empty())?;
+            }
+            // A canonical path has none of these.
+            Component::Prefix(_) | Component::CurDir | Component::ParentDir => {
+                return Err(Errno::INVAL);
+            }
+        }
+    }
+    Ok(dir)
 }
 
 /// The stat fields the ledger's cache keeps.

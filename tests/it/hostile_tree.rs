@@ -221,3 +221,52 @@ fn an_mtime_in_the_year_2400_overflows_nothing() {
     assert_eq!(second["chunks"]["added"], 0, "{second}");
     env.assert_verified();
 }
+
+#[test]
+fn a_root_swapped_for_a_link_before_the_walk_is_never_read_through() {
+    let env = Env::empty();
+    env.write("a.md", "# Inside\n\nThe inside page is harmless.\n");
+    let elsewhere = env.tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("mkdir");
+    std::fs::write(
+        elsewhere.join("secret.md"),
+        "# Secret\n\nThe outside secret is barracuda.\n",
+    )
+    .expect("write outside file");
+    let pause = env.tmp.path().join("pause");
+    std::fs::create_dir(&pause).expect("mkdir pause");
+    let docs = env.docs.to_str().expect("utf-8");
+    let mut child = env
+        .command(&["ingest", docs, "--json"])
+        .env(
+            "GROUNDIDX_PAUSE_AT",
+            format!("plan.before_walk@{}", pause.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ingest");
+    wait_for_pause(&pause, &mut child);
+    // The root's name is resolved, its folder not opened yet: swap the root itself.
+    std::fs::rename(&env.docs, env.tmp.path().join("docs-orig")).expect("move");
+    symlink(&elsewhere, &env.docs).expect("link");
+    std::fs::write(pause.join("resume"), "").expect("resume");
+    let output = child.wait_with_output().expect("wait for ingest");
+    let export = String::from_utf8_lossy(&env.run(&["export"]).stdout).to_string();
+    let leaked: Vec<&str> = export.lines().filter(|l| l.contains("barracuda")).collect();
+    assert!(leaked.is_empty(), "outside text was indexed: {leaked:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "a root that could not be opened safely is a warning: {stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json report");
+    let found = warnings(&report);
+    assert!(
+        found
+            .iter()
+            .any(|(p, m)| p == docs && m.contains("symbolic link")),
+        "no warning for the root: {found:?}"
+    );
+}
