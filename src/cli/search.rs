@@ -99,14 +99,18 @@ fn print_hits(response: &SearchResponse) -> Result<()> {
         output::line(format!(
             "{:>2}. {}{}{more}  {}",
             rank + 1,
-            style::out(Style::Path, first),
+            style::out(Style::Path, &output::printable(first)),
             style::out(Style::Dim, &format!(":{}-{}", hit.lines[0], hit.lines[1])),
             style::out(Style::Dim, &format!("{:.2}", hit.score)),
         ))?;
         if !hit.heading.is_empty() {
-            output::line(format!("    {}", style::out(Style::Heading, &hit.heading)))?;
+            let heading = output::printable_line(&hit.heading);
+            output::line(format!("    {}", style::out(Style::Heading, &heading)))?;
         }
-        output::line(format!("    {}", highlight(&hit.snippet)))?;
+        output::line(format!(
+            "    {}",
+            highlight(&output::printable_line(&hit.snippet))
+        ))?;
     }
     Ok(())
 }

@@ -29,6 +29,7 @@
 //! - `hostile_tree`: a tree that changes under a run (folders swapped for links between the
 //!   walk and the read, the root swapped before the walk) or misbehaves (late NUL bytes, an
 //!   unreadable root, the year 2400).
+//! - `hostile_names`: file names and text with control characters print as one harmless line.
 //! - `stat_cache`: what the stat cache may conclude: ctime, reused inodes, the schema upgrade.
 //! - `foreign_store`: another program's SQLite file as the ledger is refused and left untouched.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
@@ -48,6 +49,7 @@ mod edits;
 mod faults;
 mod foreign_store;
 mod fuzz_regressions;
+mod hostile_names;
 mod hostile_tree;
 mod kill;
 mod lock;
