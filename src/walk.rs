@@ -229,7 +229,7 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
         }
         let name = entry.file_name().to_string_lossy();
         if file_type.is_symlink() {
-            if let Some(file) = follow_link(root, entry.path(), &rel, &name, &mut walk) {
+            if let Some(file) = follow_link(root, entry.path(), &rel, &name, excludes, &mut walk) {
                 walk.files.push(file);
             }
             continue;
@@ -300,13 +300,16 @@ pub fn time_ns(secs: i64, nsecs: i64) -> i64 {
 }
 
 /// A symbolic link inside the root: indexed under its own name when it leads to a document
-/// file inside the root; otherwise skipped, with a warning unless it leads to a folder (which
-/// the walk reaches by its real path anyway, so following it would only count it twice).
+/// file inside the root that the walk itself would take (not hidden, not excluded: a link
+/// must not undo an `--exclude`); otherwise skipped, with a warning unless it leads to a
+/// folder (which the walk reaches by its real path anyway, so following it would only count
+/// it twice).
 fn follow_link(
     root: &Path,
     path: &Path,
     rel: &str,
     name: &str,
+    excludes: &Excludes,
     walk: &mut Walk,
 ) -> Option<WalkedFile> {
     let target = match std::fs::canonicalize(path) {
@@ -340,11 +343,30 @@ fn follow_link(
         ));
         return None;
     };
+    if is_hidden_or_excluded(&read_path, excludes) {
+        walk.warnings.push(Warning::skipped(
+            rel,
+            "symbolic link leads to a hidden or excluded file; not followed",
+        ));
+        return None;
+    }
     Some(WalkedFile {
         rel_path: rel.to_string(),
         read_path,
         kind,
         stat: stat_of(&meta),
+    })
+}
+
+/// True when the walk would not take `rel_path` (relative, `/` separators): some component
+/// of it is hidden or excluded, by name or by its path so far, as `walk` decides for entries.
+fn is_hidden_or_excluded(rel_path: &str, excludes: &Excludes) -> bool {
+    let mut end = 0;
+    rel_path.split('/').any(|part| {
+        end += part.len();
+        let so_far = &rel_path[..end];
+        end += 1;
+        part.starts_with('.') || excludes.excludes(OsStr::new(part), so_far)
     })
 }
 

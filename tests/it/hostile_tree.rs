@@ -1,6 +1,6 @@
 //! A tree that changes or misbehaves under a run: folders swapped for links between the walk
-//! and the read, NUL bytes past the first kilobytes, a root that cannot be read, times far in
-//! the future. No text from outside the folder is ever indexed, and every warning names a path.
+//! and the read, the root swapped before the walk, links to hidden or excluded files, NUL bytes
+//! past the first kilobytes, a root that cannot be read, times far in the future. No text from outside the folder is ever indexed, and every warning names a path.
 
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::os::unix::process::CommandExt;
@@ -269,4 +269,42 @@ fn a_root_swapped_for_a_link_before_the_walk_is_never_read_through() {
             .any(|(p, m)| p == docs && m.contains("symbolic link")),
         "no warning for the root: {found:?}"
     );
+}
+
+#[test]
+fn a_link_never_brings_in_a_hidden_or_excluded_file() {
+    let env = Env::empty();
+    env.write("a.md", "# Inside\n\nThe inside page is harmless.\n");
+    env.write(".private/key.md", "# Key\n\nThe hidden key is walrus.\n");
+    env.write(
+        "secret/plan.md",
+        "# Plan\n\nThe excluded plan is narwhal.\n",
+    );
+    env.write(
+        "ok/page.md",
+        "# Page\n\nA page linked to is fine, puffin.\n",
+    );
+    symlink(".private/key.md", env.docs.join("key.md")).expect("link");
+    symlink("secret/plan.md", env.docs.join("plan.md")).expect("link");
+    symlink("ok/page.md", env.docs.join("page.md")).expect("link");
+    let docs = env.docs.to_str().expect("utf-8");
+    let report = env.json(&["ingest", docs, "--exclude", "secret/**", "--json"]);
+    let export = String::from_utf8_lossy(&env.run(&["export"]).stdout).to_string();
+    for secret in ["walrus", "narwhal"] {
+        let leaked: Vec<&str> = export.lines().filter(|l| l.contains(secret)).collect();
+        assert!(leaked.is_empty(), "a link brought in {secret}: {leaked:?}");
+    }
+    assert!(
+        export.contains("puffin"),
+        "a link to a plain file is indexed"
+    );
+    let found = warnings(&report);
+    for path in ["key.md", "plan.md"] {
+        assert!(
+            found
+                .iter()
+                .any(|(p, m)| p == path && m.contains("hidden or excluded")),
+            "no warning for {path}: {found:?}"
+        );
+    }
 }
