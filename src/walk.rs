@@ -23,6 +23,7 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 
 use crate::chunk::DocKind;
+use crate::crash::crash_point;
 use crate::error::{Error, Result};
 
 /// The stat fields the ledger's cache compares to decide whether a file must be read.
@@ -194,7 +195,13 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
                 None => true,
             }
         });
+    let mut first_entry = true;
     for entry in entries {
+        if first_entry {
+            // A pause point for the tests of a root swapped while the walk lists it.
+            crash_point("walk.first_entry");
+            first_entry = false;
+        }
         let entry = match entry {
             Ok(entry) => entry,
             Err(err) => {
@@ -257,6 +264,22 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
                 walk.unreadable.push(rel);
             }
         }
+    }
+    // The listing goes by name. If the name no longer leads to the folder opened above, the
+    // root was swapped while it was listed: what was listed may be another folder's, and the
+    // paths missing from it are no deletions. So nothing is read or deleted this run.
+    let listed_root_is_opened_root = match (&walk.root_dir, std::fs::metadata(root)) {
+        (Some(dir), Ok(meta)) => rustix::fs::fstat(dir)
+            .is_ok_and(|opened| opened.st_dev == meta.dev() && opened.st_ino == meta.ino()),
+        _ => false,
+    };
+    if !listed_root_is_opened_root {
+        walk.files.clear();
+        walk.warnings = vec![Warning::unreadable(
+            &root_name,
+            "the folder changed during the walk (swapped for a link or moved); nothing under it is read or deleted, it is walked again on the next run",
+        )];
+        walk.unreadable = vec![String::new()];
     }
     Ok(walk)
 }

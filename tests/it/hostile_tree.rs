@@ -1,5 +1,5 @@
 //! A tree that changes or misbehaves under a run: folders swapped for links between the walk
-//! and the read, the root swapped before the walk, links to hidden or excluded files, NUL bytes
+//! and the read, the root swapped before and during the walk, links to hidden or excluded files, NUL bytes
 //! past the first kilobytes, a root that cannot be read, times far in the future. No text from outside the folder is ever indexed, and every warning names a path.
 
 use std::os::unix::fs::{PermissionsExt, symlink};
@@ -307,4 +307,66 @@ fn a_link_never_brings_in_a_hidden_or_excluded_file() {
             "no warning for {path}: {found:?}"
         );
     }
+}
+
+#[test]
+fn a_root_swapped_for_a_link_during_the_walk_deletes_nothing() {
+    let env = Env::empty();
+    env.write(
+        "a/inside.md",
+        "# Inside\n\nThe inside page is kept, heron.\n",
+    );
+    env.write("b.md", "# B\n\nA second page.\n");
+    env.write("c.md", "# C\n\nA third page.\n");
+    env.ingest();
+    let elsewhere = env.tmp.path().join("elsewhere");
+    std::fs::create_dir_all(elsewhere.join("a")).expect("mkdir");
+    std::fs::write(
+        elsewhere.join("a/other.md"),
+        "# Other\n\nThe outside page.\n",
+    )
+    .expect("write outside file");
+    let pause = env.tmp.path().join("pause");
+    std::fs::create_dir(&pause).expect("mkdir pause");
+    let docs = env.docs.to_str().expect("utf-8");
+    let mut child = env
+        .command(&["ingest", docs, "--json"])
+        .env(
+            "GROUNDIDX_PAUSE_AT",
+            format!("walk.first_entry@{}", pause.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ingest");
+    wait_for_pause(&pause, &mut child);
+    // The root's listing is read, its folders not entered yet: swap the root itself.
+    let orig = env.tmp.path().join("docs-orig");
+    std::fs::rename(&env.docs, &orig).expect("move");
+    symlink(&elsewhere, &env.docs).expect("link");
+    std::fs::write(pause.join("resume"), "").expect("resume");
+    let output = child.wait_with_output().expect("wait for ingest");
+    std::fs::remove_file(&env.docs).expect("unlink");
+    std::fs::rename(&orig, &env.docs).expect("move back");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    let export = env.export();
+    assert!(
+        export
+            .values()
+            .any(|paths| paths.iter().any(|p| p == "a/inside.md")),
+        "a document under the swapped root was deleted: {export:?}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json report");
+    let found = warnings(&report);
+    assert!(
+        found
+            .iter()
+            .any(|(p, m)| p == docs && m.contains("changed during the walk")),
+        "no warning for the root: {found:?}"
+    );
+    assert!(
+        found.iter().all(|(p, _)| !p.contains("other.md")),
+        "outside names reached the report: {found:?}"
+    );
 }

@@ -27,7 +27,7 @@
 //! - `faults`: a full disk, an unwritable or read-only store and a locked ledger fail clearly,
 //!   and the store heals once the fault is gone.
 //! - `hostile_tree`: a tree that changes under a run (folders swapped for links between the
-//!   walk and the read, the root swapped before the walk) or misbehaves (late NUL bytes, an
+//!   walk and the read, the root swapped before or during the walk) or misbehaves (late NUL bytes, an
 //!   unreadable root, the year 2400).
 //! - `hostile_names`: file names and text with control characters print as one harmless line.
 //! - `stat_cache`: what the stat cache may conclude: ctime, reused inodes, the schema upgrade.
