@@ -34,6 +34,8 @@ pub const PAUSE_LIMIT: Duration = Duration::from_secs(120);
 
 /// Every crash point, in the order a run reaches them.
 pub const CRASH_POINTS: &[&str] = &[
+    "plan.before_walk",
+    "walk.first_entry",
     "ingest.after_plan",
     "ledger.before_commit",
     "store.after_ledger_commit",

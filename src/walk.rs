@@ -5,21 +5,25 @@
 //! anything that is not a regular file with a warning. It reads no file contents; it records
 //! the folders and files it could not read so that deletions under them are held back.
 //!
-//! It also opens the root folder itself, once: every file is later opened relative to that
-//! handle, one component at a time and never through a link (`ingest::read`), so a folder
-//! swapped for a link after the walk cannot lead a read out of the root.
+//! It also opens the root folder itself, once, from `/` down without following a link (its
+//! name is resolved before, so a link found then is a swap): every file is later opened
+//! relative to that handle, one component at a time and never through a link
+//! (`ingest::read`), so a folder swapped for a link after the walk cannot lead a read out of
+//! the root.
 
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Component, Path};
 
 use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 
 use crate::chunk::DocKind;
+use crate::crash::crash_point;
 use crate::error::{Error, Result};
 
 /// The stat fields the ledger's cache compares to decide whether a file must be read.
@@ -156,17 +160,19 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
     }
     let mut walk = Walk::default();
     let root_name = root.display().to_string();
-    match rustix::fs::open(
-        root,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
+    match open_root(root) {
         Ok(dir) => walk.root_dir = Some(dir),
-        Err(err) => {
-            let err = std::io::Error::from(err);
+        Err(errno) => {
+            let why = match errno {
+                // `O_DIRECTORY | O_NOFOLLOW` on a link: Linux says ENOTDIR, others ELOOP.
+                Errno::NOTDIR | Errno::LOOP => {
+                    "it or a folder above it became a symbolic link or a file after its name was resolved; not followed".to_string()
+                }
+                errno => std::io::Error::from(errno).to_string(),
+            };
             walk.warnings.push(Warning::unreadable(
                 &root_name,
-                format!("cannot read the folder: {err}; nothing under it is read or deleted"),
+                format!("cannot read the folder: {why}; nothing under it is read or deleted"),
             ));
             walk.unreadable.push(String::new());
             return Ok(walk);
@@ -189,7 +195,13 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
                 None => true,
             }
         });
+    let mut first_entry = true;
     for entry in entries {
+        if first_entry {
+            // A pause point for the tests of a root swapped while the walk lists it.
+            crash_point("walk.first_entry");
+            first_entry = false;
+        }
         let entry = match entry {
             Ok(entry) => entry,
             Err(err) => {
@@ -224,7 +236,7 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
         }
         let name = entry.file_name().to_string_lossy();
         if file_type.is_symlink() {
-            if let Some(file) = follow_link(root, entry.path(), &rel, &name, &mut walk) {
+            if let Some(file) = follow_link(root, entry.path(), &rel, &name, excludes, &mut walk) {
                 walk.files.push(file);
             }
             continue;
@@ -253,7 +265,44 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
             }
         }
     }
+    // The listing goes by name. If the name no longer leads to the folder opened above, the
+    // root was swapped while it was listed: what was listed may be another folder's, and the
+    // paths missing from it are no deletions. So nothing is read or deleted this run.
+    let listed_root_is_opened_root = match (&walk.root_dir, std::fs::metadata(root)) {
+        (Some(dir), Ok(meta)) => rustix::fs::fstat(dir)
+            .is_ok_and(|opened| opened.st_dev == meta.dev() && opened.st_ino == meta.ino()),
+        _ => false,
+    };
+    if !listed_root_is_opened_root {
+        walk.files.clear();
+        walk.warnings = vec![Warning::unreadable(
+            &root_name,
+            "the folder changed during the walk (swapped for a link or moved); nothing under it is read or deleted, it is walked again on the next run",
+        )];
+        walk.unreadable = vec![String::new()];
+    }
     Ok(walk)
+}
+
+/// Opens the canonical `root` from `/` down, one component at a time with `O_NOFOLLOW`: the
+/// name was resolved before (links and all), so a link found on the way now is a swap made
+/// since, and following it would lead every read of the run out of the root.
+fn open_root(root: &Path) -> rustix::io::Result<OwnedFd> {
+    let folder = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut dir = rustix::fs::open("/", folder, Mode::empty())?;
+    for component in root.components() {
+        match component {
+            Component::RootDir => {}
+            Component::Normal(name) => {
+                dir = rustix::fs::openat(&dir, name, folder | OFlags::NOFOLLOW, Mode::empty())?;
+            }
+            // A canonical path has none of these.
+            Component::Prefix(_) | Component::CurDir | Component::ParentDir => {
+                return Err(Errno::INVAL);
+            }
+        }
+    }
+    Ok(dir)
 }
 
 /// The stat fields the ledger's cache keeps.
@@ -274,13 +323,16 @@ pub fn time_ns(secs: i64, nsecs: i64) -> i64 {
 }
 
 /// A symbolic link inside the root: indexed under its own name when it leads to a document
-/// file inside the root; otherwise skipped, with a warning unless it leads to a folder (which
-/// the walk reaches by its real path anyway, so following it would only count it twice).
+/// file inside the root that the walk itself would take (not hidden, not excluded: a link
+/// must not undo an `--exclude`); otherwise skipped, with a warning unless it leads to a
+/// folder (which the walk reaches by its real path anyway, so following it would only count
+/// it twice).
 fn follow_link(
     root: &Path,
     path: &Path,
     rel: &str,
     name: &str,
+    excludes: &Excludes,
     walk: &mut Walk,
 ) -> Option<WalkedFile> {
     let target = match std::fs::canonicalize(path) {
@@ -314,11 +366,30 @@ fn follow_link(
         ));
         return None;
     };
+    if is_hidden_or_excluded(&read_path, excludes) {
+        walk.warnings.push(Warning::skipped(
+            rel,
+            "symbolic link leads to a hidden or excluded file; not followed",
+        ));
+        return None;
+    }
     Some(WalkedFile {
         rel_path: rel.to_string(),
         read_path,
         kind,
         stat: stat_of(&meta),
+    })
+}
+
+/// True when the walk would not take `rel_path` (relative, `/` separators): some component
+/// of it is hidden or excluded, by name or by its path so far, as `walk` decides for entries.
+fn is_hidden_or_excluded(rel_path: &str, excludes: &Excludes) -> bool {
+    let mut end = 0;
+    rel_path.split('/').any(|part| {
+        end += part.len();
+        let so_far = &rel_path[..end];
+        end += 1;
+        part.starts_with('.') || excludes.excludes(OsStr::new(part), so_far)
     })
 }
 

@@ -34,7 +34,8 @@ pub fn raw(bytes: &[u8]) -> Result<()> {
         .map_err(|err| Error::io("write to stdout", err))
 }
 
-/// Logs a warning about one path.
+/// Logs a warning about one path. The text log format shows its control characters escaped
+/// (`style::visible`); JSON logs keep them exact.
 pub fn warning(path: &str, message: &str) {
     tracing::warn!(path, "{message}");
 }

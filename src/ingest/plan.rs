@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use crate::crash::crash_point;
 use crate::error::{Error, Result};
 use crate::ingest::read::{ReadOutcome, read_file};
 use crate::ledger::{Ledger, RootId, SourceRecord};
@@ -67,6 +68,8 @@ pub fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Resul
         Some(id) => ledger.sources_of_root(id)?,
         None => HashMap::new(),
     };
+    // A pause point for the tests of a root swapped between being resolved and being opened.
+    crash_point("plan.before_walk");
     let walked = walk::walk(root, config.excludes)?;
     let mut to_read = Vec::new();
     let mut unchanged = 0;

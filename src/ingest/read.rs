@@ -103,9 +103,12 @@ pub fn read_file(root_dir: BorrowedFd<'_>, file: &WalkedFile, max_size: u64) -> 
             "changed while being read; it will be read again on the next run",
         ));
     }
-    // The whole file, not a prefix: a NUL after the first few KB would reach chunk text
-    // (`<[u8]>::contains` is a memchr, so this costs next to nothing beside the hash).
-    if let Some(at) = bytes.iter().position(|byte| *byte == 0) {
+    // The whole file, not a prefix: a NUL after the first few KB would reach chunk text.
+    // `<[u8]>::contains` is the standard library's memchr, built optimised even into a debug
+    // binary, so the scan costs next to nothing beside the hash; only a binary file pays for
+    // the position.
+    if bytes.contains(&0) {
+        let at = bytes.iter().position(|byte| *byte == 0).unwrap_or_default();
         return ReadOutcome::NotIndexed(Warning::skipped(
             rel,
             format!("binary data (a NUL byte at byte {at}); skipped"),

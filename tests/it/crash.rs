@@ -15,6 +15,8 @@ use crate::support::{Env, assert_no_leftovers, clean_export};
 
 /// Points reached by an ingest that adds, changes and removes documents over several batches.
 const INGEST_POINTS: &[&str] = &[
+    "plan.before_walk",
+    "walk.first_entry",
     "ingest.after_plan",
     "ledger.before_commit",
     "store.after_ledger_commit",

@@ -1,6 +1,6 @@
 //! A tree that changes or misbehaves under a run: folders swapped for links between the walk
-//! and the read, NUL bytes past the first kilobytes, a root that cannot be read, times far in
-//! the future. No text from outside the folder is ever indexed, and every warning names a path.
+//! and the read, the root swapped before and during the walk, links to hidden or excluded files, NUL bytes
+//! past the first kilobytes, a root that cannot be read, times far in the future. No text from outside the folder is ever indexed, and every warning names a path.
 
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::os::unix::process::CommandExt;
@@ -220,4 +220,153 @@ fn an_mtime_in_the_year_2400_overflows_nothing() {
     assert_eq!(second["documents"]["changed"], 0, "{second}");
     assert_eq!(second["chunks"]["added"], 0, "{second}");
     env.assert_verified();
+}
+
+#[test]
+fn a_root_swapped_for_a_link_before_the_walk_is_never_read_through() {
+    let env = Env::empty();
+    env.write("a.md", "# Inside\n\nThe inside page is harmless.\n");
+    let elsewhere = env.tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("mkdir");
+    std::fs::write(
+        elsewhere.join("secret.md"),
+        "# Secret\n\nThe outside secret is barracuda.\n",
+    )
+    .expect("write outside file");
+    let pause = env.tmp.path().join("pause");
+    std::fs::create_dir(&pause).expect("mkdir pause");
+    let docs = env.docs.to_str().expect("utf-8");
+    let mut child = env
+        .command(&["ingest", docs, "--json"])
+        .env(
+            "GROUNDIDX_PAUSE_AT",
+            format!("plan.before_walk@{}", pause.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ingest");
+    wait_for_pause(&pause, &mut child);
+    // The root's name is resolved, its folder not opened yet: swap the root itself.
+    std::fs::rename(&env.docs, env.tmp.path().join("docs-orig")).expect("move");
+    symlink(&elsewhere, &env.docs).expect("link");
+    std::fs::write(pause.join("resume"), "").expect("resume");
+    let output = child.wait_with_output().expect("wait for ingest");
+    let export = String::from_utf8_lossy(&env.run(&["export"]).stdout).to_string();
+    let leaked: Vec<&str> = export.lines().filter(|l| l.contains("barracuda")).collect();
+    assert!(leaked.is_empty(), "outside text was indexed: {leaked:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "a root that could not be opened safely is a warning: {stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json report");
+    let found = warnings(&report);
+    assert!(
+        found
+            .iter()
+            .any(|(p, m)| p == docs && m.contains("symbolic link")),
+        "no warning for the root: {found:?}"
+    );
+}
+
+#[test]
+fn a_link_never_brings_in_a_hidden_or_excluded_file() {
+    let env = Env::empty();
+    env.write("a.md", "# Inside\n\nThe inside page is harmless.\n");
+    env.write(".private/key.md", "# Key\n\nThe hidden key is walrus.\n");
+    env.write(
+        "secret/plan.md",
+        "# Plan\n\nThe excluded plan is narwhal.\n",
+    );
+    env.write(
+        "ok/page.md",
+        "# Page\n\nA page linked to is fine, puffin.\n",
+    );
+    symlink(".private/key.md", env.docs.join("key.md")).expect("link");
+    symlink("secret/plan.md", env.docs.join("plan.md")).expect("link");
+    symlink("ok/page.md", env.docs.join("page.md")).expect("link");
+    let docs = env.docs.to_str().expect("utf-8");
+    let report = env.json(&["ingest", docs, "--exclude", "secret/**", "--json"]);
+    let export = String::from_utf8_lossy(&env.run(&["export"]).stdout).to_string();
+    for secret in ["walrus", "narwhal"] {
+        let leaked: Vec<&str> = export.lines().filter(|l| l.contains(secret)).collect();
+        assert!(leaked.is_empty(), "a link brought in {secret}: {leaked:?}");
+    }
+    assert!(
+        export.contains("puffin"),
+        "a link to a plain file is indexed"
+    );
+    let found = warnings(&report);
+    for path in ["key.md", "plan.md"] {
+        assert!(
+            found
+                .iter()
+                .any(|(p, m)| p == path && m.contains("hidden or excluded")),
+            "no warning for {path}: {found:?}"
+        );
+    }
+}
+
+#[test]
+fn a_root_swapped_for_a_link_during_the_walk_deletes_nothing() {
+    let env = Env::empty();
+    env.write(
+        "a/inside.md",
+        "# Inside\n\nThe inside page is kept, heron.\n",
+    );
+    env.write("b.md", "# B\n\nA second page.\n");
+    env.write("c.md", "# C\n\nA third page.\n");
+    env.ingest();
+    let elsewhere = env.tmp.path().join("elsewhere");
+    std::fs::create_dir_all(elsewhere.join("a")).expect("mkdir");
+    std::fs::write(
+        elsewhere.join("a/other.md"),
+        "# Other\n\nThe outside page.\n",
+    )
+    .expect("write outside file");
+    let pause = env.tmp.path().join("pause");
+    std::fs::create_dir(&pause).expect("mkdir pause");
+    let docs = env.docs.to_str().expect("utf-8");
+    let mut child = env
+        .command(&["ingest", docs, "--json"])
+        .env(
+            "GROUNDIDX_PAUSE_AT",
+            format!("walk.first_entry@{}", pause.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ingest");
+    wait_for_pause(&pause, &mut child);
+    // The root's listing is read, its folders not entered yet: swap the root itself.
+    let orig = env.tmp.path().join("docs-orig");
+    std::fs::rename(&env.docs, &orig).expect("move");
+    symlink(&elsewhere, &env.docs).expect("link");
+    std::fs::write(pause.join("resume"), "").expect("resume");
+    let output = child.wait_with_output().expect("wait for ingest");
+    std::fs::remove_file(&env.docs).expect("unlink");
+    std::fs::rename(&orig, &env.docs).expect("move back");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    let export = env.export();
+    assert!(
+        export
+            .values()
+            .any(|paths| paths.iter().any(|p| p == "a/inside.md")),
+        "a document under the swapped root was deleted: {export:?}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json report");
+    let found = warnings(&report);
+    assert!(
+        found
+            .iter()
+            .any(|(p, m)| p == docs && m.contains("changed during the walk")),
+        "no warning for the root: {found:?}"
+    );
+    assert!(
+        found.iter().all(|(p, _)| !p.contains("other.md")),
+        "outside names reached the report: {found:?}"
+    );
 }

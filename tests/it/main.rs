@@ -48,7 +48,9 @@
 //! - `faults`: a full disk, an unwritable or read-only store and a locked ledger fail clearly,
 //!   and the store heals once the fault is gone.
 //! - `hostile_tree`: a tree that changes under a run (folders swapped for links between the
-//!   walk and the read) or misbehaves (late NUL bytes, an unreadable root, the year 2400).
+//!   walk and the read, the root swapped before or during the walk) or misbehaves (late NUL bytes, an
+//!   unreadable root, the year 2400).
+//! - `hostile_names`: file names and text with control characters print as one harmless line.
 //! - `stat_cache`: what the stat cache may conclude: ctime, reused inodes, the schema upgrade.
 //! - `foreign_store`: another program's SQLite file as the ledger is refused and left untouched.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
@@ -77,6 +79,7 @@ mod foreign_store;
 mod fuzz_regressions;
 mod heal;
 mod hostile_input;
+mod hostile_names;
 mod hostile_tree;
 mod kill;
 mod lock;
