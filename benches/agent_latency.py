@@ -16,7 +16,8 @@ calls over HTTP from a thread, kills the server with SIGKILL at a random moment,
 that every call that got its answer is in `groundidx audit`.
 `--clients 1,2,4,8` instead measures searches per second over HTTP with that many concurrent
 clients (each its own connection, each call with a fresh key, for `--seconds`), for every `--bin`
-given (say, a build before and after a change) on the same store, alternating binaries each
+given (say, a build before and after a change), each on a store it ingested itself from --docs
+(or all on --store), alternating binaries each
 round, and prints the median of `--rounds` per binary and client count side by side.
 Standard library only.
 """
@@ -164,12 +165,14 @@ def throughput(binary, store, clients, seconds):
     return sum(counts) / elapsed
 
 
-def concurrency(binaries, store, clients, seconds, rounds):
+def concurrency(binaries, stores, clients, seconds, rounds):
+    """`stores` maps each binary to its store (each ingested by its own binary, since stores of
+    different versions may not open in the other)."""
     results = {b: {n: [] for n in clients} for b in binaries}
     for _ in range(rounds):
         for n in clients:
             for binary in binaries:
-                results[binary][n].append(throughput(binary, store, n, seconds))
+                results[binary][n].append(throughput(binary, stores[binary], n, seconds))
     print("searches per second over HTTP, median of %d rounds of %g s" % (rounds, seconds))
     print("clients " + "".join(f"{os.path.basename(b):>24}" for b in binaries))
     for n in clients:
@@ -246,7 +249,14 @@ def main():
             subprocess.run([args.bin, "--store", store, "ingest", args.docs, "--quiet"], check=True)
         if args.clients:
             clients = [int(n) for n in args.clients.split(",")]
-            result = concurrency(binaries, store, clients, args.seconds, args.rounds)
+            stores = {binaries[0]: store}
+            for i, binary in enumerate(binaries[1:], start=1):
+                stores[binary] = store
+                if args.docs:
+                    stores[binary] = os.path.join(tmp, f"store-{i}")
+                    subprocess.run([binary, "--store", stores[binary], "ingest", args.docs, "--quiet"],
+                                   check=True)
+            result = concurrency(binaries, stores, clients, args.seconds, args.rounds)
             if args.json:
                 print(json.dumps(result))
             return 0
