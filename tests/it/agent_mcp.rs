@@ -813,6 +813,12 @@ async fn call_into_crash(env: &Env, point: &str, k: &str) {
         "the server should have aborted at {point}: {:?}",
         outcome.map(|r| Called::of(&r).raw)
     );
+    // Died there, not anywhere else: a crash point says so on stderr before it aborts.
+    let stderr = read_lossy(&mcp.stderr);
+    assert!(
+        stderr.contains(&format!("groundidx: crash point {point} reached")),
+        "the server died, but not at {point}; stderr: {stderr}"
+    );
     mcp.stop().await;
 }
 
