@@ -87,7 +87,7 @@ pub fn search(reader: &StoreReader, request: &SearchRequest) -> Result<SearchRes
 
 /// Runs a search against one snapshot and returns the `request.top_k` hits after the first
 /// `offset`. The same snapshot gives the same ranking, so the pages of one snapshot follow each
-/// other without a gap or a repeat. `offset + top_k` is at most `MAX_PAGED_HITS`.
+/// other without a gap or a repeat. A page ends at `MAX_PAGED_HITS` at the latest.
 pub fn search_page(
     snapshot: &Snapshot,
     ledger: &Ledger,
@@ -100,12 +100,14 @@ pub fn search_page(
             request.top_k
         )));
     }
-    let end = offset.saturating_add(request.top_k);
-    if end > MAX_PAGED_HITS {
+    if offset >= MAX_PAGED_HITS {
         return Err(Error::Usage(format!(
-            "the pages of a search reach at most {MAX_PAGED_HITS} hits; this page would end at hit {end}"
+            "the pages of a search reach at most {MAX_PAGED_HITS} hits; this page would start at hit {}",
+            offset + 1
         )));
     }
+    // The last page stops at `MAX_PAGED_HITS`, whatever `top_k` the pages before it used.
+    let end = offset.saturating_add(request.top_k).min(MAX_PAGED_HITS);
     let allowed = if request.filter.is_empty() {
         None
     } else {
@@ -167,7 +169,7 @@ pub fn search_page(
         limit *= 4;
     };
     let more = hits.len() > end && end < MAX_PAGED_HITS;
-    let page: Vec<Hit> = hits.into_iter().skip(offset).take(request.top_k).collect();
+    let page: Vec<Hit> = hits.into_iter().skip(offset).take(end - offset).collect();
     Ok(SearchPage {
         response: SearchResponse {
             generation: snapshot.generation().0,

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use std::sync::Arc;
 
+use groundidx::ingest::{IngestConfig, Interrupt};
 use groundidx::server::{self, HttpConfig, Reindex};
 use groundidx::{Error, Result};
 
@@ -95,6 +96,16 @@ fn read_tokens(path: &PathBuf) -> Result<HashMap<String, String>> {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
+    let interrupt = Interrupt::default();
+    if !args.reindex.is_empty() {
+        // As in `ingest`: SIGINT and SIGTERM end a reindex run at its next safe point, so a
+        // signal during the first run (before the server listens) or during a tick's run ends
+        // it between batches instead of killing the process mid-run.
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register_usize(signal, interrupt.flag(), signal as usize)
+                .map_err(|err| Error::io(format!("handle signal {signal}"), err))?;
+        }
+    }
     let tokens = match &args.http.tokens {
         Some(path) => read_tokens(path)?,
         None => HashMap::new(),
@@ -108,7 +119,10 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         reindex: (!args.reindex.is_empty()).then(|| Reindex {
             roots: args.reindex.clone(),
             every: args.every,
-            ingest: args.index.ingest_config(),
+            ingest: IngestConfig {
+                interrupt: interrupt.clone(),
+                ..args.index.ingest_config()
+            },
         }),
     };
     for dir in &args.reindex {

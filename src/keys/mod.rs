@@ -545,9 +545,11 @@ impl Agent {
                         generation: cursor.generation.0,
                     });
                 };
-                if cursor.offset as usize + request.top_k > crate::search::MAX_PAGED_HITS {
+                // A page that would go past the last hit is cut there (`search_page`); only a
+                // cursor at or past it is refused, and this server never gives one.
+                if cursor.offset as usize >= crate::search::MAX_PAGED_HITS {
                     return Err(CallError::InvalidArguments(format!(
-                        "a search pages through at most {} hits; this page would go past them",
+                        "a search pages through at most {} hits; this cursor is past them",
                         crate::search::MAX_PAGED_HITS
                     )));
                 }

@@ -178,9 +178,20 @@ pub fn serve_http(
     }
     if let Some(reindex) = &config.reindex {
         // Ingest once before serving, so a new store exists and the first answers are fresh.
-        on_reindex(reindex_once(store_dir, reindex));
+        match reindex_once(store_dir, reindex) {
+            // A signal during this run ends the server before it serves.
+            Err(error @ Error::Interrupted { .. }) => return Err(error),
+            outcome => on_reindex(outcome),
+        }
     }
     let agent = Arc::new(Agent::open(store_dir, config.agent)?);
+    if let Some(reindex) = &config.reindex
+        && reindex.ingest.interrupt.signal().is_some()
+    {
+        // The signal came after the first run's last safe point, before the server's own
+        // handler: it still ends the server, as one while serving would.
+        return Ok(());
+    }
     let mut allowed_origins = vec![
         "http://localhost:*".to_string(),
         "http://127.0.0.1:*".to_string(),

@@ -184,3 +184,33 @@ fn a_cursor_of_a_generation_no_longer_kept_says_search_again() {
     let reply = server.search(None, &arguments.to_string());
     assert_eq!(reply.status, 410, "{reply}");
 }
+
+/// Following `next_cursor` with the same `top_k` reaches the last page of the 1,000 hits a
+/// search pages through, whatever `top_k` is: the page that would go past them is cut there
+/// and carries no `next_cursor`, instead of being refused.
+#[test]
+fn every_top_k_pages_to_the_last_hit_without_an_error() {
+    let env = Env::sample();
+    let generation = markers(&env, 0, 1_010);
+    let server = serve(&env, &["--rate-limit", "100000/60s"]);
+    wait_for(&server, generation);
+    for top_k in [7, 30, 100] {
+        let mut answer = page(&server, json!({"query": "quokkamarker", "top_k": top_k}));
+        let mut seen = ids(&answer);
+        while let Some(cursor) = answer.get("next_cursor").and_then(Value::as_str) {
+            answer = page(
+                &server,
+                json!({"query": "quokkamarker", "top_k": top_k, "cursor": cursor}),
+            );
+            assert_eq!(answer["generation"], generation, "{answer}");
+            seen.extend(ids(&answer));
+        }
+        let unique: std::collections::BTreeSet<&String> = seen.iter().collect();
+        assert_eq!(unique.len(), seen.len(), "top_k {top_k}: a hit came twice");
+        assert_eq!(
+            seen.len(),
+            1_000,
+            "top_k {top_k}: the pages end at 1,000 hits"
+        );
+    }
+}

@@ -10,6 +10,7 @@
 //! - `heal`: a damaged, missing or outdated index is rebuilt from the ledger and swapped in;
 //!   readers name the index, ledger-only commands keep working.
 //! - `signals`: SIGINT and SIGTERM end `ingest` and `ingest --watch` at a safe point, 130 / 143.
+//! - `serve_signals`: SIGINT and SIGTERM during `serve --reindex`'s runs end it at a safe point.
 //! - `search`: invariant 3, no passage twice; filters, snippets and the JSON contract.
 //! - `verify`: invariant 4, verify passes on a healthy store and names every difference.
 //! - `verify_race`: `verify` beside a committing writer reports a lag at most, never a false
@@ -91,6 +92,7 @@ mod prompt;
 mod reingest;
 mod search;
 mod search_generation;
+mod serve_signals;
 mod signals;
 mod stat_cache;
 mod tidy;
