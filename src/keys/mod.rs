@@ -289,7 +289,7 @@ impl CallError {
             }
             CallError::Cancelled => "the call was cancelled before it was recorded; nothing was written, and a retry with the same key executes".into(),
             CallError::CursorExpired { generation } => format!(
-                "the cursor is of index generation {generation}, which this server no longer keeps (the index has changed since); search again without a cursor"
+                "the cursor is of an index snapshot (generation {generation}) that this server no longer keeps: the index has been committed or rebuilt since; search again without a cursor"
             ),
         }
     }
@@ -471,7 +471,7 @@ impl Agent {
         let answer: ToolAnswer = {
             let Some(reader) = self.current_reader() else {
                 return Err(CallError::Unavailable(format!(
-                    "no readable index in {}",
+                    "no readable index in {}; retry later (the next `groundidx ingest` or `groundidx rebuild` there makes one)",
                     self.store_dir.display()
                 )));
             };
