@@ -4,8 +4,7 @@
 
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use crate::support::Env;
 
@@ -21,21 +20,6 @@ fn warnings(report: &serde_json::Value) -> Vec<(String, String)> {
             )
         })
         .collect()
-}
-
-/// Waits until the paused run has created `DIR/paused`.
-fn wait_for_pause(pause: &Path, child: &mut std::process::Child) {
-    let started = Instant::now();
-    while !pause.join("paused").exists() {
-        if let Some(status) = child.try_wait().expect("poll the run") {
-            panic!("the run ended ({status}) before reaching its pause point");
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the run never reached its pause point"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -77,7 +61,7 @@ fn a_folder_swapped_for_a_link_after_the_walk_is_never_read_through() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start ingest");
-    wait_for_pause(&pause, &mut child);
+    crate::support::wait_paused(&pause, &mut child);
     // Planned, not read yet: swap a folder deep down and one right under the root.
     std::fs::rename(env.docs.join("d/zz"), env.docs.join("d/zz-orig")).expect("move");
     symlink(elsewhere.join("zz"), env.docs.join("d/zz")).expect("link");
@@ -246,7 +230,7 @@ fn a_root_swapped_for_a_link_before_the_walk_is_never_read_through() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start ingest");
-    wait_for_pause(&pause, &mut child);
+    crate::support::wait_paused(&pause, &mut child);
     // The root's name is resolved, its folder not opened yet: swap the root itself.
     std::fs::rename(&env.docs, env.tmp.path().join("docs-orig")).expect("move");
     symlink(&elsewhere, &env.docs).expect("link");
@@ -339,7 +323,7 @@ fn a_root_swapped_for_a_link_during_the_walk_deletes_nothing() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start ingest");
-    wait_for_pause(&pause, &mut child);
+    crate::support::wait_paused(&pause, &mut child);
     // The root's listing is read, its folders not entered yet: swap the root itself.
     let orig = env.tmp.path().join("docs-orig");
     std::fs::rename(&env.docs, &orig).expect("move");

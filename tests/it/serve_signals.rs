@@ -5,27 +5,7 @@
 
 use std::process::Stdio;
 
-use crate::support::Env;
-
-fn send(pid: u32, signal: &str) {
-    let status = std::process::Command::new("kill")
-        .args([&format!("-{signal}"), &pid.to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -{signal} failed");
-}
-
-/// Waits until the run is held at its pause point (`DIR/paused`).
-fn wait_paused(pauses: &std::path::Path) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !pauses.join("paused").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run never reached its pause point"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
+use crate::support::{Env, send_signal, wait_paused};
 
 #[test]
 fn a_signal_during_the_first_reindex_ends_serve_cleanly() {
@@ -34,7 +14,7 @@ fn a_signal_during_the_first_reindex_ends_serve_cleanly() {
         let docs = env.docs.to_str().expect("utf-8");
         let pauses = env.tmp.path().join("pauses");
         std::fs::create_dir(&pauses).expect("create the pause folder");
-        let child = env
+        let mut child = env
             .command(&["serve", "--listen", "127.0.0.1:0", "--reindex", docs])
             .env(
                 "GROUNDIDX_PAUSE_AT",
@@ -44,8 +24,8 @@ fn a_signal_during_the_first_reindex_ends_serve_cleanly() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn serve");
-        wait_paused(&pauses);
-        send(child.id(), signal);
+        wait_paused(&pauses, &mut child);
+        send_signal(child.id(), signal);
         std::fs::write(pauses.join("resume"), "").expect("resume the run");
         let output = child.wait_with_output().expect("wait for serve");
         let stderr = String::from_utf8_lossy(&output.stderr);

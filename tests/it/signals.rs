@@ -3,11 +3,11 @@
 //! that the next run finishes. A pause point (`GROUNDIDX_PAUSE_AT`) holds the run between two
 //! batches while the signal is sent, so the test never races the run.
 
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 use serde_json::Value;
 
-use crate::support::{Env, await_line, clean_export};
+use crate::support::{Env, await_line, clean_export, send_signal, wait_paused};
 
 fn env_with_files(count: usize) -> Env {
     let env = Env::empty();
@@ -18,26 +18,6 @@ fn env_with_files(count: usize) -> Env {
         );
     }
     env
-}
-
-/// Waits until the run is held at its pause point (`DIR/paused`).
-fn wait_paused(pauses: &std::path::Path) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !pauses.join("paused").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run never reached its pause point"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
-
-fn send(child: &Child, signal: &str) {
-    let status = std::process::Command::new("kill")
-        .args([&format!("-{signal}"), &child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -{signal} failed");
 }
 
 #[test]
@@ -61,8 +41,8 @@ fn a_signal_ends_an_ingest_between_batches_and_the_next_run_finishes() {
             let _ = std::io::Read::read_to_string(&mut { stderr_pipe }, &mut text);
             text
         });
-        wait_paused(&pauses);
-        send(&child, signal);
+        wait_paused(&pauses, &mut child);
+        send_signal(child.id(), signal);
         std::fs::write(pauses.join("resume"), "").expect("resume the run");
         let output = child.wait_with_output().expect("wait for ingest");
         let stderr = stderr.join().expect("stderr reader");
@@ -105,7 +85,7 @@ fn a_signal_ends_a_watch_cleanly() {
             .expect("spawn ingest --watch");
         // The first run's report: the watch is now waiting for changes.
         let stdout = await_line(child.stdout.take().expect("stdout"), "\"generation\"");
-        send(&child, signal);
+        send_signal(child.id(), signal);
         let status = child.wait().expect("wait for the watch");
         let mut stderr = String::new();
         std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)

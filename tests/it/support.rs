@@ -333,3 +333,29 @@ pub fn assert_no_leftovers(store: &Path) {
         }
     }
 }
+
+/// Waits until a process armed with `GROUNDIDX_PAUSE_AT=point@DIR` is held at its pause point
+/// (it has created `DIR/paused`); the test then acts and writes `DIR/resume`. Fails at once if
+/// the process ends first.
+pub fn wait_paused(pauses: &Path, child: &mut std::process::Child) {
+    let started = std::time::Instant::now();
+    while !pauses.join("paused").exists() {
+        if let Some(status) = child.try_wait().expect("poll the run") {
+            panic!("the run ended ({status}) before reaching its pause point");
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the run never reached its pause point"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Sends `signal` (`TERM`, `INT`, …) to process `pid` with `kill`.
+pub fn send_signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal} failed");
+}
