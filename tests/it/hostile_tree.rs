@@ -6,20 +6,23 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, SystemTime};
 
-use crate::support::Env;
+use crate::support::{Env, warnings};
 
-fn warnings(report: &serde_json::Value) -> Vec<(String, String)> {
-    report["warnings"]
-        .as_array()
-        .expect("warnings")
-        .iter()
-        .map(|w| {
-            (
-                w["path"].as_str().expect("path").to_string(),
-                w["message"].as_str().expect("message").to_string(),
-            )
-        })
-        .collect()
+/// Starts `ingest --json` on the env's folder, held at pause point `point`, and waits until it
+/// is there; the test acts, then writes `PAUSE/resume`.
+fn ingest_held_at(env: &Env, point: &str) -> (std::process::Child, std::path::PathBuf) {
+    let pause = env.tmp.path().join("pause");
+    std::fs::create_dir(&pause).expect("mkdir pause");
+    let docs = env.docs.to_str().expect("utf-8");
+    let mut child = env
+        .command(&["ingest", docs, "--json"])
+        .env("GROUNDIDX_PAUSE_AT", format!("{point}@{}", pause.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ingest");
+    crate::support::wait_paused(&pause, &mut child);
+    (child, pause)
 }
 
 #[test]
@@ -48,20 +51,7 @@ fn a_folder_swapped_for_a_link_after_the_walk_is_never_read_through() {
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         std::fs::write(path, text).expect("write outside file");
     }
-    let pause = env.tmp.path().join("pause");
-    std::fs::create_dir(&pause).expect("mkdir pause");
-    let docs = env.docs.to_str().expect("utf-8");
-    let mut child = env
-        .command(&["ingest", docs, "--json"])
-        .env(
-            "GROUNDIDX_PAUSE_AT",
-            format!("ingest.after_plan@{}", pause.display()),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start ingest");
-    crate::support::wait_paused(&pause, &mut child);
+    let (child, pause) = ingest_held_at(&env, "ingest.after_plan");
     // Planned, not read yet: swap a folder deep down and one right under the root.
     std::fs::rename(env.docs.join("d/zz"), env.docs.join("d/zz-orig")).expect("move");
     symlink(elsewhere.join("zz"), env.docs.join("d/zz")).expect("link");
@@ -217,20 +207,7 @@ fn a_root_swapped_for_a_link_before_the_walk_is_never_read_through() {
         "# Secret\n\nThe outside secret is barracuda.\n",
     )
     .expect("write outside file");
-    let pause = env.tmp.path().join("pause");
-    std::fs::create_dir(&pause).expect("mkdir pause");
-    let docs = env.docs.to_str().expect("utf-8");
-    let mut child = env
-        .command(&["ingest", docs, "--json"])
-        .env(
-            "GROUNDIDX_PAUSE_AT",
-            format!("plan.before_walk@{}", pause.display()),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start ingest");
-    crate::support::wait_paused(&pause, &mut child);
+    let (child, pause) = ingest_held_at(&env, "plan.before_walk");
     // The root's name is resolved, its folder not opened yet: swap the root itself.
     std::fs::rename(&env.docs, env.tmp.path().join("docs-orig")).expect("move");
     symlink(&elsewhere, &env.docs).expect("link");
@@ -250,7 +227,7 @@ fn a_root_swapped_for_a_link_before_the_walk_is_never_read_through() {
     assert!(
         found
             .iter()
-            .any(|(p, m)| p == docs && m.contains("symbolic link")),
+            .any(|(p, m)| p == env.docs.to_str().expect("utf-8") && m.contains("symbolic link")),
         "no warning for the root: {found:?}"
     );
 }
@@ -310,20 +287,7 @@ fn a_root_swapped_for_a_link_during_the_walk_deletes_nothing() {
         "# Other\n\nThe outside page.\n",
     )
     .expect("write outside file");
-    let pause = env.tmp.path().join("pause");
-    std::fs::create_dir(&pause).expect("mkdir pause");
-    let docs = env.docs.to_str().expect("utf-8");
-    let mut child = env
-        .command(&["ingest", docs, "--json"])
-        .env(
-            "GROUNDIDX_PAUSE_AT",
-            format!("walk.first_entry@{}", pause.display()),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start ingest");
-    crate::support::wait_paused(&pause, &mut child);
+    let (child, pause) = ingest_held_at(&env, "walk.first_entry");
     // The root's listing is read, its folders not entered yet: swap the root itself.
     let orig = env.tmp.path().join("docs-orig");
     std::fs::rename(&env.docs, &orig).expect("move");
@@ -346,7 +310,8 @@ fn a_root_swapped_for_a_link_during_the_walk_deletes_nothing() {
     assert!(
         found
             .iter()
-            .any(|(p, m)| p == docs && m.contains("changed during the walk")),
+            .any(|(p, m)| p == env.docs.to_str().expect("utf-8")
+                && m.contains("changed during the walk")),
         "no warning for the root: {found:?}"
     );
     assert!(

@@ -3,21 +3,7 @@
 
 use std::os::unix::fs::symlink;
 
-use crate::support::{Env, clean_export};
-
-fn warnings(report: &serde_json::Value) -> Vec<(String, String)> {
-    report["warnings"]
-        .as_array()
-        .expect("warnings")
-        .iter()
-        .map(|w| {
-            (
-                w["path"].as_str().expect("path").to_string(),
-                w["message"].as_str().expect("message").to_string(),
-            )
-        })
-        .collect()
-}
+use crate::support::{Env, clean_export, warnings};
 
 fn assert_warned(report: &serde_json::Value, path: &str, words: &str) {
     let found = warnings(report);

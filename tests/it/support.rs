@@ -359,3 +359,18 @@ pub fn send_signal(pid: u32, signal: &str) {
         .expect("run kill");
     assert!(status.success(), "kill -{signal} failed");
 }
+
+/// A report's warnings as `(path, message)` pairs, in order.
+pub fn warnings(report: &Value) -> Vec<(String, String)> {
+    report["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .map(|w| {
+            (
+                w["path"].as_str().expect("path").to_string(),
+                w["message"].as_str().expect("message").to_string(),
+            )
+        })
+        .collect()
+}
