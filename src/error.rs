@@ -57,6 +57,10 @@ pub enum Error {
         existing: usize,
     },
 
+    /// An embedding model could not be read, loaded or run (a local folder or a remote server).
+    #[error("embedding model {model}: {message}")]
+    Model { model: String, message: String },
+
     /// Bad input from the user (a folder that does not exist, a bad glob, a bad argument).
     #[error("{0}")]
     Usage(String),

@@ -17,6 +17,10 @@ pub const FINGERPRINT_VERSION: &str = "groundidx-idem-v1";
 pub const CURSOR_VERSION: &str = "groundidx-cursor-v1";
 /// Version tag mixed into every key of an index snapshot's segment layout.
 pub const LAYOUT_VERSION: &str = "groundidx-layout-v1";
+/// Version tag mixed into every embedding model fingerprint.
+pub const MODEL_VERSION: &str = "groundidx-model-v1";
+/// Version tag mixed into the checksum of every vector index file.
+pub const VECTORS_VERSION: &str = "groundidx-vectors-v1";
 
 macro_rules! hash_newtype {
     ($(#[$doc:meta])* $name:ident) => {
@@ -206,6 +210,36 @@ pub fn cursor_mac(key: &[u8; 32], data: &[u8]) -> [u8; 32] {
     hasher.update(CURSOR_VERSION.as_bytes());
     hasher.update(data);
     *hasher.finalize().as_bytes()
+}
+
+/// A hash fed in parts, for inputs too large or too many to hold at once (a model's weights, a
+/// vector index file): `blake3(tag ‖ parts…)`. Callers pass `MODEL_VERSION` or `VECTORS_VERSION`
+/// and must feed lengths or separators themselves wherever parts could run into each other.
+pub struct StreamHash(blake3::Hasher);
+
+impl StreamHash {
+    pub fn new(tag: &str) -> StreamHash {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(tag.as_bytes());
+        StreamHash(hasher)
+    }
+
+    /// Feeds one part, preceded by its length, so that no two sequences of parts collide.
+    pub fn part(&mut self, bytes: &[u8]) -> &mut StreamHash {
+        self.0.update(&(bytes.len() as u64).to_le_bytes());
+        self.0.update(bytes);
+        self
+    }
+
+    /// Feeds raw bytes with no length, for a stream whose framing the caller owns.
+    pub fn raw(&mut self, bytes: &[u8]) -> &mut StreamHash {
+        self.0.update(bytes);
+        self
+    }
+
+    pub fn finish(&self) -> [u8; 32] {
+        *self.0.finalize().as_bytes()
+    }
 }
 
 #[cfg(test)]

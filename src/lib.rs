@@ -4,6 +4,7 @@
 pub mod chunk;
 pub mod clock;
 pub mod crash;
+pub mod embed;
 pub mod cursor;
 pub mod error;
 pub mod export;

@@ -10,19 +10,60 @@ use crate::error::{Error, Result};
 use crate::ledger::sql_error;
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The oldest version this build opens: older stores are upgraded in place by a writer, and
 /// read as they are by a reader (no reader query depends on what the upgrades add).
 const OLDEST_VERSION: i64 = 1;
 
 /// What each version adds to the one before, from version 2 on: `(version, SQL)`.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    2,
-    // The stat cache keeps the ctime, which a user cannot set back. Rows from version 1 get 0,
-    // which no file's ctime matches, so each of their files is read once more.
-    "ALTER TABLE sources ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT 0;",
-)];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        2,
+        // The stat cache keeps the ctime, which a user cannot set back. Rows from version 1 get 0,
+        // which no file's ctime matches, so each of their files is read once more.
+        "ALTER TABLE sources ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT 0;",
+    ),
+    (3, SCHEMA_V3),
+];
+
+/// Version 3: a document's front-matter fields (searchable identifiers), and embeddings.
+const SCHEMA_V3: &str = "
+-- Every top-level scalar front-matter field of the document, as a JSON object of strings.
+-- NULL for documents recorded by version 2, which did not keep them: their sources get ctime 0,
+-- so each file is read once more and its fields filled in.
+ALTER TABLE documents ADD COLUMN fields TEXT;
+UPDATE sources SET ctime_ns = 0;
+
+-- Every embedding model a run has used, by fingerprint (a hash of its weights, tokenizer,
+-- pooling, prefixes and maximum length). `active_since` is set when the model's vectors first
+-- covered every chunk; search uses the model that became active last.
+CREATE TABLE embedding_models (
+    fingerprint  BLOB PRIMARY KEY,
+    description  TEXT NOT NULL,
+    dims         INTEGER NOT NULL,
+    first_seen   INTEGER NOT NULL,
+    active_since INTEGER
+) WITHOUT ROWID;
+
+-- What a model folder's files looked like when its fingerprint was computed, so that a run
+-- whose folder has not changed need not hash the weights again.
+CREATE TABLE model_stat_cache (
+    stat_key    TEXT PRIMARY KEY,
+    fingerprint BLOB NOT NULL
+) WITHOUT ROWID;
+
+-- One vector per (model, chunk): little-endian f32, L2-normalised. Insert-only: a vector
+-- outlives its chunk (the same text coming back is not embedded again) until `gc`.
+CREATE TABLE vectors (
+    model    BLOB NOT NULL,
+    chunk_id BLOB NOT NULL,
+    vector   BLOB NOT NULL,
+    PRIMARY KEY (model, chunk_id)
+) WITHOUT ROWID;
+
+INSERT INTO meta (name, value) VALUES ('vector_seq', 0);
+";
 
 const SCHEMA_V1: &str = "
 CREATE TABLE meta (

@@ -1,0 +1,122 @@
+//! Embedding models: passages and queries to vectors, and the fingerprint that names a model.
+//!
+//! A model is either a local sentence-transformers folder run in process on the CPU
+//! (`local`, candle + tokenizers) or an OpenAI-compatible `POST /v1/embeddings` server
+//! (`remote`). Both give L2-normalised vectors, so cosine similarity is a dot product.
+//!
+//! The fingerprint is what vectors are keyed by in the ledger: for a local model, a hash of its
+//! weights, tokenizer, pooling, normalisation, prefixes and maximum length; for a remote one, of
+//! the model name, prefixes and maximum length (not the address: the same model behind another
+//! server gives the same vectors). `stat_key` is a cheap summary of what the fingerprint was
+//! computed from (file sizes and times, settings), so a caller can cache the fingerprint and a
+//! no-op run never reads the weights. Hashing is done by `ids::StreamHash` (the only blake3 user).
+//!
+//! Nothing here reads the ledger or the index; `store` and `ingest` decide what to embed.
+
+pub mod local;
+pub mod remote;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::error::Result;
+
+/// What a user configured as the embedding model.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelConfig {
+    Local(LocalConfig),
+    Remote(RemoteConfig),
+}
+
+/// A sentence-transformers folder. Every `Option` left `None` is read from the folder
+/// (`sentence_bert_config.json`, `1_Pooling/config.json`, `2_Normalize/`,
+/// `config_sentence_transformers.json`'s prompts), or takes the model family's default.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct LocalConfig {
+    pub dir: PathBuf,
+    pub query_prefix: Option<String>,
+    pub passage_prefix: Option<String>,
+    pub max_tokens: Option<usize>,
+    /// The number of threads the forward pass uses; `None` for every core.
+    pub threads: Option<usize>,
+}
+
+/// An OpenAI-compatible embeddings endpoint.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct RemoteConfig {
+    /// The endpoint, e.g. `http://127.0.0.1:11434/v1/embeddings`.
+    pub url: String,
+    /// The `model` sent with every request.
+    pub model: String,
+    /// Sent as `Authorization: Bearer …` when set.
+    pub api_key: Option<String>,
+    pub query_prefix: Option<String>,
+    pub passage_prefix: Option<String>,
+    /// Characters a passage is cut to before it is sent, when set.
+    pub max_chars: Option<usize>,
+    /// Passages per request.
+    pub batch_size: usize,
+    /// How long one request may take.
+    pub timeout: std::time::Duration,
+}
+
+/// The name of one model's vectors: 32 bytes, printed as hex.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Fingerprint(pub [u8; 32]);
+
+impl Fingerprint {
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fingerprint({})", &self.to_hex()[..12])
+    }
+}
+
+/// A loaded model.
+pub trait Embedder: Send + Sync {
+    fn fingerprint(&self) -> Fingerprint;
+    /// The length of every vector it returns.
+    fn dims(&self) -> usize;
+    /// What the model is, for `status` and the ledger: kind, path or address, name, dims,
+    /// pooling, prefixes, maximum length.
+    fn describe(&self) -> serde_json::Value;
+    /// One L2-normalised vector per passage, in order (the passage prefix added).
+    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
+    /// The L2-normalised vector of a query (the query prefix added).
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>>;
+}
+
+/// A cheap summary of everything the fingerprint depends on (no file contents read).
+pub fn stat_key(config: &ModelConfig) -> Result<String> {
+    match config {
+        ModelConfig::Local(local) => local::stat_key(local),
+        ModelConfig::Remote(remote) => Ok(remote::stat_key(remote)),
+    }
+}
+
+/// The fingerprint, computed from the files (local) or the settings (remote); loads nothing.
+pub fn fingerprint(config: &ModelConfig) -> Result<Fingerprint> {
+    match config {
+        ModelConfig::Local(local) => local::fingerprint(local),
+        ModelConfig::Remote(remote) => Ok(remote::fingerprint(remote)),
+    }
+}
+
+/// Loads the model (a local one into memory; a remote one is only checked when first used).
+pub fn load(config: &ModelConfig) -> Result<Arc<dyn Embedder>> {
+    match config {
+        ModelConfig::Local(local) => Ok(Arc::new(local::LocalModel::load(local)?)),
+        ModelConfig::Remote(remote) => Ok(Arc::new(remote::RemoteModel::new(remote)?)),
+    }
+}
