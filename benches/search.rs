@@ -27,6 +27,7 @@ fn benches(c: &mut Criterion) {
         query: "rotate the signing key".to_string(),
         top_k: 10,
         filter,
+        mode: None,
     };
     let plain = request(ChunkFilter::default());
     c.bench_function("search/top10", |b| {

@@ -191,6 +191,7 @@ fn groundidx_search(reader: &StoreReader, text: &str) -> usize {
         query: text.to_string(),
         top_k: 10,
         filter: ChunkFilter::default(),
+        mode: None,
     };
     search(reader, &request).expect("search").hits.len()
 }

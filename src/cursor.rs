@@ -2,8 +2,9 @@
 //! and how many hits it has served, authenticated with a secret of the store, so that a cursor
 //! cannot be forged, altered, or carried to another store or another query.
 //!
-//! A cursor is `c1.` and the hex of the generation (8 bytes, little-endian), the snapshot's
-//! layout key (8), the offset (4) and a 16-byte MAC (`ids::cursor_mac`) over those bytes and
+//! A cursor is `c2.` and the hex of the generation (8 bytes, little-endian), the snapshot's
+//! layout key (8), the vector index's marker key (8; 0 when the search used none), the offset
+//! (4) and a 16-byte MAC (`ids::cursor_mac`) over those bytes and
 //! the query and filters it continues. It holds nothing secret; it only cannot be made without
 //! the key, which lives in `<store>/cursor.key` (made on first use, never sent anywhere).
 
@@ -15,8 +16,8 @@ use crate::ids::{self, Generation};
 /// The file in a store folder that holds the cursor key.
 pub const CURSOR_KEY_FILE: &str = "cursor.key";
 
-const PREFIX: &str = "c1.";
-const BODY_LEN: usize = 8 + 8 + 4;
+const PREFIX: &str = "c2.";
+const BODY_LEN: usize = 8 + 8 + 8 + 4;
 const MAC_LEN: usize = 16;
 
 /// Where the next page starts: which snapshot, and after how many hits.
@@ -24,6 +25,8 @@ const MAC_LEN: usize = 16;
 pub struct Cursor {
     pub generation: Generation,
     pub layout: u64,
+    /// `vectors::Marker::key` of the vector index the search used; 0 for none.
+    pub vectors: u64,
     pub offset: u32,
 }
 
@@ -117,7 +120,8 @@ impl CursorKey {
         Ok(Cursor {
             generation: Generation(word(0)),
             layout: word(8),
-            offset: u32::from_le_bytes(body[16..20].try_into().expect("4 bytes")),
+            vectors: word(16),
+            offset: u32::from_le_bytes(body[24..28].try_into().expect("4 bytes")),
         })
     }
 
@@ -134,7 +138,8 @@ fn body(cursor: &Cursor) -> [u8; BODY_LEN] {
     let mut body = [0u8; BODY_LEN];
     body[..8].copy_from_slice(&cursor.generation.0.to_le_bytes());
     body[8..16].copy_from_slice(&cursor.layout.to_le_bytes());
-    body[16..].copy_from_slice(&cursor.offset.to_le_bytes());
+    body[16..24].copy_from_slice(&cursor.vectors.to_le_bytes());
+    body[24..].copy_from_slice(&cursor.offset.to_le_bytes());
     body
 }
 
@@ -149,6 +154,7 @@ mod tests {
         let cursor = Cursor {
             generation: Generation(7),
             layout: 42,
+            vectors: 5,
             offset: 10,
         };
         let text = key.seal(&cursor, b"query");
@@ -172,6 +178,7 @@ mod tests {
         let cursor = Cursor {
             generation: Generation(1),
             layout: 2,
+            vectors: 0,
             offset: 3,
         };
         let text = CursorKey::of_store(dir.path()).seal(&cursor, b"q");

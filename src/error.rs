@@ -100,12 +100,14 @@ pub enum Error {
 
     /// A signal asked the run to end; it ended at a safe point, every batch before it committed.
     #[error(
-        "interrupted by signal {signal}: {files_done} of {files_total} files ingested\nhint: the store is consistent; the next run continues the job"
+        "interrupted by signal {signal}: {done} of {total} {what}\nhint: the store is consistent; the next run continues the job"
     )]
     Interrupted {
         signal: i32,
-        files_done: u64,
-        files_total: u64,
+        done: u64,
+        total: u64,
+        /// What was counted: `files ingested`, `passages embedded`.
+        what: &'static str,
     },
 
     /// The ledger and the index disagree in a way a replay cannot heal.

@@ -4,8 +4,8 @@
 pub mod chunk;
 pub mod clock;
 pub mod crash;
-pub mod embed;
 pub mod cursor;
+pub mod embed;
 pub mod error;
 pub mod export;
 pub mod ids;
@@ -18,6 +18,7 @@ pub mod server;
 pub mod status;
 pub mod store;
 pub mod tools;
+pub mod vectors;
 pub mod verify;
 pub mod walk;
 pub mod watch;

@@ -7,17 +7,191 @@
 //!
 //! A search runs on one index snapshot from start to end, and its answer names that snapshot's
 //! generation; pages of one snapshot (`search_page`) follow each other exactly.
+//!
+//! Three modes: `lexical` (BM25 over the index), `semantic` (the query's vector against the
+//! vector index) and `hybrid` (both legs, fused by reciprocal rank fusion: a chunk scores
+//! `Σ 1 / (RRF_K + rank)` over the legs that found it). Filters restrict both legs to the same
+//! chunk keys. Hybrid is the default when the store has vectors and the model that made them
+//! is loaded; every answer says the mode it used and the semantic coverage.
 
 use std::collections::HashMap;
+use std::str::FromStr;
 
 use serde::Serialize;
 
 use crate::clock;
+use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::ids::{self, ChunkId};
-use crate::index::{QueryConfig, Snapshot};
+use crate::index::{self, IndexHit, QueryConfig, Snapshot};
 use crate::ledger::{ChunkFilter, Ledger, StoredChunk};
 use crate::store::StoreReader;
+use crate::vectors::VectorSet;
+
+/// The constant of reciprocal rank fusion: 60, as in Cormack, Clarke and Büttcher (SIGIR 2009),
+/// the value most systems use; it was not tuned here.
+pub const RRF_K: f32 = 60.0;
+
+/// How a search ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Hybrid,
+    Lexical,
+    Semantic,
+}
+
+impl Mode {
+    pub const NAMES: [&'static str; 3] = ["hybrid", "lexical", "semantic"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Hybrid => "hybrid",
+            Mode::Lexical => "lexical",
+            Mode::Semantic => "semantic",
+        }
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Mode, String> {
+        match text {
+            "hybrid" => Ok(Mode::Hybrid),
+            "lexical" => Ok(Mode::Lexical),
+            "semantic" => Ok(Mode::Semantic),
+            other => Err(format!(
+                "unknown mode {other:?}: use hybrid, lexical or semantic"
+            )),
+        }
+    }
+}
+
+/// What a search reads: one index snapshot, and the vector index with the model that embeds
+/// queries for it, when the store has them.
+#[derive(Clone, Copy)]
+pub struct Sources<'a> {
+    pub snapshot: &'a Snapshot,
+    pub vectors: Option<&'a VectorSet>,
+    pub embedder: Option<&'a dyn Embedder>,
+}
+
+impl<'a> Sources<'a> {
+    /// The vector index and the model, when both are there and belong together.
+    fn semantic(&self) -> Option<(&'a VectorSet, &'a dyn Embedder)> {
+        match (self.vectors, self.embedder) {
+            (Some(vectors), Some(embedder))
+                if !vectors.is_empty() && embedder.fingerprint() == vectors.marker.fingerprint =>
+            {
+                Some((vectors, embedder))
+            }
+            _ => None,
+        }
+    }
+
+    /// The mode a request runs in: the one asked for, or hybrid when it can run, else lexical.
+    pub fn resolve(&self, asked: Option<Mode>) -> Result<Mode> {
+        let semantic = self.semantic().is_some();
+        match asked {
+            None if semantic => Ok(Mode::Hybrid),
+            None | Some(Mode::Lexical) => Ok(Mode::Lexical),
+            Some(mode) if semantic => Ok(mode),
+            Some(mode) => Err(Error::Usage(format!(
+                "{} search needs the store's vectors and the model that made them{}",
+                mode.as_str(),
+                match (self.vectors, self.embedder) {
+                    (None, _) => "; this store has no vectors\nhint: ingest with --embed-model DIR, or search with --mode lexical".to_string(),
+                    (Some(v), _) if v.is_empty() => "; none is embedded yet\nhint: run groundidx embed, or search with --mode lexical".to_string(),
+                    (Some(_), None) => "; the model is not loaded\nhint: pass --embed-model DIR (the model the store was embedded with)".to_string(),
+                    (Some(v), Some(e)) => format!(
+                        "; the store's vectors are from model {}, the loaded model is {}\nhint: pass the store's model with --embed-model, or run groundidx embed with this one",
+                        &v.marker.fingerprint.to_hex()[..12],
+                        &e.fingerprint().to_hex()[..12]
+                    ),
+                }
+            ))),
+        }
+    }
+
+    /// How many of the snapshot's chunks the vector index covers.
+    pub fn coverage(&self) -> Coverage {
+        let chunks = self.snapshot.num_chunks();
+        Coverage {
+            vectors: self.vectors.map_or(0, |v| (v.len() as u64).min(chunks)),
+            chunks,
+        }
+    }
+}
+
+/// The model that embeds queries for a store, and what a person should know about the choice.
+pub struct QueryModel {
+    pub model: Option<std::sync::Arc<dyn Embedder>>,
+    /// Set when semantic search cannot run, or runs with another model than the configured one.
+    pub notice: Option<String>,
+}
+
+/// Loads the model that embeds queries for the store whose ledger this is: the configured one
+/// when the store's vectors are its own (or the store has none yet), else the model the store's
+/// vectors came from, found again through the ledger's record of it. Loads nothing when the
+/// store has no vectors and no model is configured.
+pub fn query_model(
+    ledger: &Ledger,
+    configured: Option<&crate::embed::ModelConfig>,
+) -> Result<QueryModel> {
+    use crate::embed;
+    let active = ledger.active_model()?;
+    let configured_fingerprint = match configured {
+        Some(config) => Some(crate::ingest::embed::model_fingerprint(ledger, config)?),
+        None => None,
+    };
+    if let (Some(config), Some(fingerprint)) = (configured, configured_fingerprint)
+        && active.as_ref().is_none_or(|a| a.fingerprint == fingerprint)
+    {
+        return Ok(QueryModel {
+            model: Some(embed::load(config)?),
+            notice: None,
+        });
+    }
+    let Some(active) = active else {
+        return Ok(QueryModel {
+            model: None,
+            notice: None,
+        });
+    };
+    let recorded = embed::config_from_description(&active.description);
+    let loadable = recorded.as_ref().filter(|config| {
+        crate::ingest::embed::model_fingerprint(ledger, config)
+            .is_ok_and(|fp| fp == active.fingerprint)
+    });
+    let short = &active.fingerprint.to_hex()[..12];
+    match (loadable, configured) {
+        (Some(config), None) => Ok(QueryModel {
+            model: Some(embed::load(config)?),
+            notice: None,
+        }),
+        (Some(config), Some(_)) => Ok(QueryModel {
+            model: Some(embed::load(config)?),
+            notice: Some(format!(
+                "the store's vectors are from another model ({short}); search uses that one until the configured model's vectors cover every chunk"
+            )),
+        }),
+        (None, _) => Ok(QueryModel {
+            model: None,
+            notice: Some(format!(
+                "the store's vectors are from model {short} ({}), which cannot be loaded from there now; searching lexically\nhint: pass that model with --embed-model, or embed the store with the configured one",
+                active.description
+            )),
+        }),
+    }
+}
+
+/// Chunks with a vector under the model search uses, of all chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Coverage {
+    pub vectors: u64,
+    pub chunks: u64,
+}
 
 /// The most hits one search returns, from the CLI (`search -k`) and the agent tool alike.
 pub const MAX_TOP_K: usize = 100;
@@ -31,6 +205,8 @@ pub struct SearchRequest {
     pub query: String,
     pub top_k: usize,
     pub filter: ChunkFilter,
+    /// `None`: hybrid when the store has vectors and the model is loaded, else lexical.
+    pub mode: Option<Mode>,
 }
 
 /// Where a passage appears: a path under one of the store's roots, and its lines there.
@@ -67,6 +243,10 @@ pub struct SearchResponse {
     /// The generation of the index commit the hits come from.
     pub generation: u64,
     pub last_ingest: Option<String>,
+    /// The mode the hits were ranked in.
+    pub mode: Mode,
+    /// Chunks with a vector, of all chunks: how much of the store semantic search sees.
+    pub semantic_coverage: Coverage,
     pub hits: Vec<Hit>,
 }
 
@@ -81,19 +261,27 @@ pub struct SearchPage {
 /// Runs a search against the reader's current snapshot of the index.
 pub fn search(reader: &StoreReader, request: &SearchRequest) -> Result<SearchResponse> {
     let snapshot = reader.index().snapshot();
+    let vectors = reader.vectors();
     let ledger = reader.ledger()?;
-    Ok(search_page(&snapshot, &ledger, request, 0)?.response)
+    let sources = Sources {
+        snapshot: &snapshot,
+        vectors: vectors.as_deref(),
+        embedder: reader.embedder().map(|e| e.as_ref()),
+    };
+    Ok(search_page(sources, &ledger, request, 0)?.response)
 }
 
 /// Runs a search against one snapshot and returns the `request.top_k` hits after the first
 /// `offset`. The same snapshot gives the same ranking, so the pages of one snapshot follow each
 /// other without a gap or a repeat. A page ends at `MAX_PAGED_HITS` at the latest.
 pub fn search_page(
-    snapshot: &Snapshot,
+    sources_in: Sources<'_>,
     ledger: &Ledger,
     request: &SearchRequest,
     offset: usize,
 ) -> Result<SearchPage> {
+    let snapshot = sources_in.snapshot;
+    let mode = sources_in.resolve(request.mode)?;
     if request.top_k == 0 || request.top_k > MAX_TOP_K {
         return Err(Error::Usage(format!(
             "top_k must be between 1 and {MAX_TOP_K}, not {}",
@@ -117,12 +305,24 @@ pub fn search_page(
         ))
     };
     let config = QueryConfig::default();
+    let query_vector = match sources_in.semantic() {
+        Some((_, embedder)) if mode != Mode::Lexical => Some(embedder.embed_query(&request.query)?),
+        _ => None,
+    };
     // One hit past the page says whether another page follows.
     let wanted = end + 1;
     let mut limit = wanted * 2 + 8;
     let hits = loop {
-        let raw = snapshot.search(&request.query, limit, allowed.as_ref(), &config)?;
-        let exhausted = raw.len() < limit;
+        let (raw, exhausted) = candidates(
+            sources_in,
+            ledger,
+            mode,
+            &request.query,
+            query_vector.as_deref(),
+            limit,
+            allowed.as_ref(),
+            &config,
+        )?;
         let mut hits: Vec<Hit> = Vec::with_capacity(wanted);
         let mut by_text: HashMap<u64, usize> = HashMap::new();
         for raw_hit in raw {
@@ -174,10 +374,89 @@ pub fn search_page(
         response: SearchResponse {
             generation: snapshot.generation().0,
             last_ingest: ledger.last_ingest_ms()?.map(clock::rfc3339),
+            mode,
+            semantic_coverage: sources_in.coverage(),
             hits: page,
         },
         more,
     })
+}
+
+/// The ranked candidates of one pass, best first, and whether every leg returned fewer than
+/// `limit` (so a larger limit would find nothing more).
+#[allow(clippy::too_many_arguments)]
+fn candidates(
+    sources: Sources<'_>,
+    ledger: &Ledger,
+    mode: Mode,
+    query: &str,
+    query_vector: Option<&[f32]>,
+    limit: usize,
+    allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
+    config: &QueryConfig,
+) -> Result<(Vec<IndexHit>, bool)> {
+    let lexical = match mode {
+        Mode::Semantic => Vec::new(),
+        _ => sources.snapshot.search(query, limit, allowed, config)?,
+    };
+    let semantic = match (mode, sources.vectors, query_vector) {
+        (Mode::Lexical, _, _) | (_, None, _) | (_, _, None) => Vec::new(),
+        (_, Some(vectors), Some(vector)) => {
+            vectors.search(vector, limit, allowed.map(|a| a.as_ref()))?
+        }
+    };
+    let exhausted = lexical.len() < limit && semantic.len() < limit;
+    if mode == Mode::Lexical {
+        return Ok((lexical, exhausted));
+    }
+    // Reciprocal rank fusion (in semantic mode, the one leg's own order and cosine scores).
+    let mut fused: Vec<(f32, usize, ChunkId)> = Vec::new();
+    let mut at: HashMap<ChunkId, usize> = HashMap::new();
+    let rrf = |rank: usize| 1.0 / (RRF_K + rank as f32 + 1.0);
+    for (rank, hit) in lexical.iter().enumerate() {
+        at.insert(hit.id, fused.len());
+        fused.push((rrf(rank), rank, hit.id));
+    }
+    for (rank, (id, cosine)) in semantic.iter().enumerate() {
+        let score = if mode == Mode::Semantic {
+            *cosine
+        } else {
+            rrf(rank)
+        };
+        match at.get(id) {
+            Some(&i) => fused[i].0 += score,
+            None => {
+                at.insert(*id, fused.len());
+                fused.push((score, rank, *id));
+            }
+        }
+    }
+    fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let mut lexical: HashMap<ChunkId, IndexHit> = lexical.into_iter().map(|h| (h.id, h)).collect();
+    let mut out = Vec::with_capacity(fused.len());
+    for (score, _, id) in fused {
+        let hit = match lexical.remove(&id) {
+            Some(hit) => hit,
+            // Found by meaning alone: its text comes from the ledger (a chunk removed since the
+            // vector index was made is gone there, and dropped).
+            None => match ledger.chunks(std::slice::from_ref(&id))?.pop() {
+                Some(chunk) => semantic_hit(chunk),
+                None => continue,
+            },
+        };
+        out.push(IndexHit { score, ..hit });
+    }
+    Ok((out, exhausted))
+}
+
+fn semantic_hit(chunk: StoredChunk) -> IndexHit {
+    IndexHit {
+        id: chunk.id,
+        score: 0.0,
+        heading: chunk.heading_path.join(" > "),
+        snippet: index::opening(&chunk.text, 240),
+        text: chunk.text,
+    }
 }
 
 /// Adds the sources a hit does not list yet, and their paths to `paths` once each.

@@ -12,8 +12,9 @@ use crate::error::Result;
 use crate::ids::ChunkId;
 use crate::index::Snapshot;
 use crate::ledger::ChunkFilter;
-use crate::search::{self, ChunkRecord, MAX_TOP_K, SearchRequest};
+use crate::search::{self, ChunkRecord, MAX_TOP_K, Mode, SearchRequest, Sources};
 use crate::store::StoreReader;
+use crate::vectors::VectorSet;
 
 /// The tools, in the order `tools/list` gives them.
 pub const TOOL_NAMES: [&str; 2] = ["search_docs", "get_chunk"];
@@ -43,6 +44,7 @@ struct SearchDocsArgs {
     path_prefix: Option<String>,
     tags: Option<Vec<String>>,
     cursor: Option<String>,
+    mode: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -76,6 +78,11 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                     ("top_k", "an integer", |v| v.is_i64() || v.is_u64()),
                     ("path_prefix", "a string", Value::is_string),
                     ("cursor", "a string (a next_cursor)", Value::is_string),
+                    (
+                        "mode",
+                        "one of \"hybrid\", \"lexical\", \"semantic\"",
+                        |v| v.as_str().is_some_and(|m| Mode::NAMES.contains(&m)),
+                    ),
                     ("tags", "an array of strings", |v| {
                         v.as_array()
                             .is_some_and(|tags| tags.iter().all(Value::is_string))
@@ -114,6 +121,12 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                     tags,
                     root: None,
                 },
+                mode: args
+                    .mode
+                    .as_deref()
+                    .map(str::parse)
+                    .transpose()
+                    .map_err(ArgumentError::Invalid)?,
             };
             Ok(match args.cursor {
                 Some(cursor) => ToolRequest::SearchPage { request, cursor },
@@ -206,6 +219,7 @@ pub fn cursor_request(request: &SearchRequest) -> Vec<u8> {
         "query": request.query,
         "path_prefix": request.filter.path_prefix,
         "tags": request.filter.tags,
+        "mode": request.mode.map(Mode::as_str),
     })
     .to_string()
     .into_bytes()
@@ -216,17 +230,28 @@ pub fn cursor_request(request: &SearchRequest) -> Vec<u8> {
 pub fn search_docs(
     reader: &StoreReader,
     snapshot: &Snapshot,
+    vectors: Option<&VectorSet>,
     request: &SearchRequest,
     offset: u32,
     pages: Option<&CursorKey>,
 ) -> Result<ToolAnswer> {
     let ledger = reader.ledger()?;
-    let page = search::search_page(snapshot, &ledger, request, offset as usize)?;
+    let sources = Sources {
+        snapshot,
+        vectors,
+        embedder: reader.embedder().map(|e| e.as_ref()),
+    };
+    let page = search::search_page(sources, &ledger, request, offset as usize)?;
+    let used_vectors = match page.response.mode {
+        Mode::Lexical => 0,
+        _ => vectors.map_or(0, |v| v.marker.key()),
+    };
     let next_cursor = match pages {
         Some(key) if page.more => Some(key.seal(
             &Cursor {
                 generation: snapshot.generation(),
                 layout: snapshot.layout(),
+                vectors: used_vectors,
                 offset: offset + page.response.hits.len() as u32,
             },
             &cursor_request(request),
@@ -258,9 +283,14 @@ struct ChunkAnswer<'a> {
 /// agent path pages through `search_docs`, which `keys` calls with the store's cursor key).
 pub fn execute(reader: &StoreReader, request: &ToolRequest) -> Result<ToolAnswer> {
     match request {
-        ToolRequest::SearchDocs(search_request) => {
-            search_docs(reader, &reader.index().snapshot(), search_request, 0, None)
-        }
+        ToolRequest::SearchDocs(search_request) => search_docs(
+            reader,
+            &reader.index().snapshot(),
+            reader.vectors().as_deref(),
+            search_request,
+            0,
+            None,
+        ),
         ToolRequest::SearchPage { .. } => Err(crate::error::Error::Usage(
             "a search_docs cursor is read by the agent path only".into(),
         )),

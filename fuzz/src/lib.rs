@@ -549,6 +549,7 @@ pub fn query(fixture: &QueryFixture, data: &[u8]) {
         query: query.clone(),
         top_k,
         filter: filter.clone(),
+        mode: None,
     };
     let result = search::search(&fixture.reader, &request);
     if top_k == 0 || top_k > search::MAX_TOP_K {

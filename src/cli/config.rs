@@ -15,6 +15,7 @@ use groundidx::keys::RateLimit;
 use groundidx::{Error, Result};
 
 use crate::cli::agent_args::{AgentArgs, parse_ttl};
+use crate::cli::embed_args::EmbedArgs;
 use crate::cli::index_args::{IndexArgs, check_chunk_size};
 use crate::cli::serve::HttpArgs;
 use crate::cli::{Cli, Command, ExitCode, output, style};
@@ -38,6 +39,12 @@ struct FileSettings {
     client_id: Option<String>,
     listen: Option<String>,
     tokens: Option<PathBuf>,
+    embed_model: Option<PathBuf>,
+    embed_url: Option<String>,
+    embed_remote_model: Option<String>,
+    embed_query_prefix: Option<String>,
+    embed_passage_prefix: Option<String>,
+    embed_max_tokens: Option<usize>,
 }
 
 /// A configuration file, read and checked.
@@ -84,6 +91,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub http: HttpArgs,
+
+    #[command(flatten)]
+    pub embed: EmbedArgs,
 }
 
 /// Finds and reads the configuration file, if any.
@@ -286,6 +296,64 @@ impl Layers<'_> {
         )
     }
 
+    fn embed(&mut self, args: &mut EmbedArgs) -> Result<()> {
+        let file = self.file.map(|f| &f.settings);
+        self.layer(
+            "embed_model",
+            "--embed-model",
+            Some("GROUNDIDX_EMBED_MODEL"),
+            &mut args.embed_model,
+            file.and_then(|f| f.embed_model.clone()),
+            |file, v| Ok(Some(file.resolve(&v))),
+        )?;
+        self.layer(
+            "embed_url",
+            "--embed-url",
+            Some("GROUNDIDX_EMBED_URL"),
+            &mut args.embed_url,
+            file.and_then(|f| f.embed_url.clone()),
+            |_, v| Ok(Some(v)),
+        )?;
+        self.layer(
+            "embed_remote_model",
+            "--embed-remote-model",
+            Some("GROUNDIDX_EMBED_REMOTE_MODEL"),
+            &mut args.embed_remote_model,
+            file.and_then(|f| f.embed_remote_model.clone()),
+            |_, v| Ok(Some(v)),
+        )?;
+        self.layer(
+            "embed_query_prefix",
+            "--embed-query-prefix",
+            Some("GROUNDIDX_EMBED_QUERY_PREFIX"),
+            &mut args.embed_query_prefix,
+            file.and_then(|f| f.embed_query_prefix.clone()),
+            |_, v| Ok(Some(v)),
+        )?;
+        self.layer(
+            "embed_passage_prefix",
+            "--embed-passage-prefix",
+            Some("GROUNDIDX_EMBED_PASSAGE_PREFIX"),
+            &mut args.embed_passage_prefix,
+            file.and_then(|f| f.embed_passage_prefix.clone()),
+            |_, v| Ok(Some(v)),
+        )?;
+        self.layer(
+            "embed_max_tokens",
+            "--embed-max-tokens",
+            Some("GROUNDIDX_EMBED_MAX_TOKENS"),
+            &mut args.embed_max_tokens,
+            file.and_then(|f| f.embed_max_tokens),
+            |_, v| Ok(Some(v)),
+        )?;
+        if args.embed_model.is_some() && args.embed_url.is_some() {
+            return Err(Error::Usage(
+                "both a local embedding model (embed_model) and a remote one (embed_url) are set\nhint: keep one".into(),
+            ));
+        }
+        Ok(())
+    }
+
     fn roots(&mut self, dirs: &mut Vec<PathBuf>) -> Result<()> {
         let file = self.file.map(|f| &f.settings);
         self.layer(
@@ -356,18 +424,26 @@ pub fn apply(cli: &mut Cli, matches: &ArgMatches) -> Result<Vec<Setting>> {
         Command::Ingest(args) => {
             layers.roots(&mut args.roots)?;
             layers.index(&mut args.index)?;
+            layers.embed(&mut args.embed)?;
         }
         Command::Serve(args) => {
             layers.http(&mut args.http)?;
             layers.agent(&mut args.agent)?;
             layers.index(&mut args.index)?;
+            layers.embed(&mut args.embed)?;
         }
-        Command::Mcp(args) => layers.agent(&mut args.agent)?,
+        Command::Mcp(args) => {
+            layers.agent(&mut args.agent)?;
+            layers.embed(&mut args.embed)?;
+        }
+        Command::Search(args) => layers.embed(&mut args.embed)?,
+        Command::Embed(args) => layers.embed(&mut args.embed)?,
         Command::Config(args) => {
             layers.roots(&mut args.roots)?;
             layers.index(&mut args.index)?;
             layers.agent(&mut args.agent)?;
             layers.http(&mut args.http)?;
+            layers.embed(&mut args.embed)?;
         }
         _ => {}
     }

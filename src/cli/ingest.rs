@@ -6,6 +6,7 @@ use groundidx::ingest::{self, DEFAULT_BATCH_FILES, IngestConfig, IngestReport, I
 use groundidx::store::Store;
 use groundidx::{Error, Result};
 
+use crate::cli::embed_args::EmbedArgs;
 use crate::cli::index_args::IndexArgs;
 use crate::cli::output;
 use crate::cli::progress::Bar;
@@ -26,6 +27,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub index: IndexArgs,
+
+    #[command(flatten)]
+    pub embed: EmbedArgs,
 
     /// Read and hash every file, ignoring the stat cache
     #[arg(long)]
@@ -75,6 +79,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         rehash: args.rehash,
         allow_mass_delete: args.allow_mass_delete,
         batch_files: args.batch_files,
+        embed: args.embed.model_config()?,
         ..args.index.ingest_config()
     };
     // Check the folders before waiting for a lock or creating a store.
@@ -154,6 +159,9 @@ fn print_report(cli: &Cli, report: &IngestReport) -> Result<()> {
         "chunks     {} added, {} removed",
         report.chunks.added, report.chunks.removed
     ))?;
+    if let Some(embedding) = &report.embedding {
+        crate::cli::embed::print_embedding(embedding)?;
+    }
     output::line(format!(
         "generation {} in {} ms",
         report.generation, report.duration_ms

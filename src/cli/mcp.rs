@@ -14,9 +14,18 @@ use crate::cli::{Cli, ExitCode};
 pub struct Args {
     #[command(flatten)]
     pub agent: AgentArgs,
+
+    #[command(flatten)]
+    pub embed: crate::cli::embed_args::EmbedArgs,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
-    server::serve_stdio(&cli.store_dir(), args.agent.config(), &args.agent.client_id)?;
+    let query_model = crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?;
+    server::serve_stdio(
+        &cli.store_dir(),
+        args.agent.config(),
+        &args.agent.client_id,
+        query_model,
+    )?;
     Ok(ExitCode::Success)
 }

@@ -7,6 +7,8 @@ mod agent_args;
 mod audit;
 mod completions;
 mod config;
+mod embed;
+mod embed_args;
 mod exit_code;
 mod export;
 mod gc;
@@ -96,6 +98,8 @@ pub enum Command {
     Ingest(ingest::Args),
     /// Search the index
     Search(search::Args),
+    /// Embed the chunks that have no vector under the model yet
+    Embed(embed::Args),
     /// Show what the store holds and how fresh it is
     Status(status::Args),
     /// Check that the index holds exactly the ledger's chunks, each once (exit 0 / 1)
@@ -178,6 +182,7 @@ fn run(cli: &Cli, settings: &[config::Setting]) -> groundidx::Result<ExitCode> {
     match &cli.command {
         Command::Ingest(args) => ingest::run(cli, args),
         Command::Search(args) => search::run(cli, args),
+        Command::Embed(args) => embed::run(cli, args),
         Command::Status(args) => status::run(cli, args),
         Command::Verify(args) => verify::run(cli, args),
         Command::Rebuild(args) => rebuild::run(cli, args),

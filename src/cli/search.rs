@@ -35,10 +35,24 @@ pub struct Args {
     /// Only hits from documents under this ingested folder (one of the store's roots)
     #[arg(long, value_name = "DIR")]
     pub root: Option<std::path::PathBuf>,
+
+    /// How to rank: by words (lexical, BM25), by meaning (semantic, the embedding model), or
+    /// both fused (hybrid) [default: hybrid when the store has vectors, else lexical]
+    #[arg(long, value_name = "MODE", value_parser = clap::builder::PossibleValuesParser::new(search::Mode::NAMES).map(|m| m.parse::<search::Mode>().expect("a listed mode")))]
+    pub mode: Option<search::Mode>,
+
+    #[command(flatten)]
+    pub embed: crate::cli::embed_args::EmbedArgs,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     let reader = StoreReader::open(&cli.store_dir())?;
+    if args.mode != Some(search::Mode::Lexical)
+        && let Some(model) =
+            crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?
+    {
+        reader.set_embedder(model);
+    }
     let root = match &args.root {
         Some(dir) => Some(known_root(&reader, dir)?),
         None => None,
@@ -54,6 +68,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
             tags: args.tag.clone(),
             root,
         },
+        mode: args.mode,
     };
     let response = search::search(&reader, &request)?;
     if cli.json {
@@ -87,6 +102,16 @@ fn known_root(reader: &StoreReader, dir: &std::path::Path) -> Result<String> {
 }
 
 fn print_hits(response: &SearchResponse) -> Result<()> {
+    let coverage = &response.semantic_coverage;
+    if response.mode != search::Mode::Lexical && coverage.vectors < coverage.chunks {
+        output::notice(&format!(
+            "{} search over {} of {} chunks with a vector; the rest are found by words only \
+             until embedding finishes (groundidx embed)",
+            response.mode.as_str(),
+            coverage.vectors,
+            coverage.chunks
+        ));
+    }
     if response.hits.is_empty() {
         return output::line("no hits");
     }

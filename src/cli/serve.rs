@@ -42,6 +42,9 @@ pub struct Args {
 
     #[command(flatten, next_help_heading = "What --reindex indexes")]
     pub index: IndexArgs,
+
+    #[command(flatten)]
+    pub embed: crate::cli::embed_args::EmbedArgs,
 }
 
 /// Where the server listens and who may call it.
@@ -110,6 +113,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         Some(path) => read_tokens(path)?,
         None => HashMap::new(),
     };
+    let embed_config = args.embed.model_config()?;
     let config = HttpConfig {
         listen: args.http.listen,
         agent: args.agent.config(),
@@ -121,6 +125,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
             every: args.every,
             ingest: IngestConfig {
                 interrupt: interrupt.clone(),
+                embed: embed_config.clone(),
                 ..args.index.ingest_config()
             },
         }),
@@ -150,11 +155,13 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
             Err(error) => tracing::error!("reindex failed: {error}"),
         },
     );
+    let query_model = crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?;
     server::serve_http(
         &cli.store_dir(),
         &config,
         |addr| output::notice(&format!("listening on http://{addr}")),
         on_reindex,
+        query_model,
     )?;
     Ok(ExitCode::Success)
 }

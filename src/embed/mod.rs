@@ -97,6 +97,45 @@ pub trait Embedder: Send + Sync {
     fn embed_query(&self, text: &str) -> Result<Vec<f32>>;
 }
 
+/// The configuration that loads a model again from what `Embedder::describe` said of it
+/// (`kind` `local` with `dir`, or `remote` with `url` and `name`; prefixes and maximum length
+/// when set), for a reader that must embed queries with the model a store's vectors came from.
+/// The caller checks the fingerprint: the folder may have changed since.
+pub fn config_from_description(description: &serde_json::Value) -> Option<ModelConfig> {
+    let text = |key: &str| {
+        description
+            .get(key)
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    match description.get("kind")?.as_str()? {
+        "local" => Some(ModelConfig::Local(LocalConfig {
+            dir: PathBuf::from(text("dir")?),
+            query_prefix: text("query_prefix"),
+            passage_prefix: text("passage_prefix"),
+            max_tokens: description
+                .get("max_tokens")
+                .and_then(|v| v.as_u64())
+                .map(|n| n as usize),
+            threads: None,
+        })),
+        "remote" => Some(ModelConfig::Remote(RemoteConfig {
+            url: text("url")?,
+            model: text("name")?,
+            api_key: None,
+            query_prefix: text("query_prefix"),
+            passage_prefix: text("passage_prefix"),
+            max_chars: description
+                .get("max_chars")
+                .and_then(|v| v.as_u64())
+                .map(|n| n as usize),
+            batch_size: 64,
+            timeout: std::time::Duration::from_secs(60),
+        })),
+        _ => None,
+    }
+}
+
 /// A cheap summary of everything the fingerprint depends on (no file contents read).
 pub fn stat_key(config: &ModelConfig) -> Result<String> {
     match config {

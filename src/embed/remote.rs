@@ -1,45 +1,288 @@
-//! An OpenAI-compatible embeddings server (placeholder until written).
+//! An OpenAI-compatible embeddings server (`POST /v1/embeddings`: Ollama, llama.cpp server,
+//! vLLM, OpenAI) as a model: passages go in batches, vectors come back L2-normalised.
+//!
+//! Retries are owned here and only here (ureq does not retry): a connection failure, a timeout,
+//! 429 and 5xx are tried again up to `ATTEMPTS` times with a growing pause (or the server's
+//! `Retry-After`, capped); any other answer fails at once with what the server said. Loading
+//! sends one short probe to learn the dimensions, so a server that cannot be reached fails
+//! before any work, with the address in the error.
 
-use super::{Fingerprint, RemoteConfig};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Embedder, Fingerprint, RemoteConfig};
 use crate::error::{Error, Result};
+use crate::ids::{self, StreamHash};
 
-fn missing(config: &RemoteConfig) -> Error {
-    Error::Model {
-        model: config.url.clone(),
-        message: "remote models are not built yet".into(),
-    }
-}
+/// Tries per request, the first included.
+const ATTEMPTS: u32 = 4;
+/// The pause before the second try; doubled for each one after.
+const FIRST_PAUSE: Duration = Duration::from_millis(500);
+/// The longest pause a `Retry-After` may ask for.
+const MAX_PAUSE: Duration = Duration::from_secs(10);
 
+/// What the fingerprint depends on: the model name, prefixes and cut; not the address.
 pub fn stat_key(config: &RemoteConfig) -> String {
-    config.url.clone()
+    serde_json::json!({
+        "kind": "remote",
+        "name": config.model,
+        "query_prefix": config.query_prefix,
+        "passage_prefix": config.passage_prefix,
+        "max_chars": config.max_chars,
+    })
+    .to_string()
 }
 
-pub fn fingerprint(_config: &RemoteConfig) -> Fingerprint {
-    Fingerprint([0; 32])
+pub fn fingerprint(config: &RemoteConfig) -> Fingerprint {
+    let mut hash = StreamHash::new(ids::MODEL_VERSION);
+    hash.part(b"remote")
+        .part(config.model.as_bytes())
+        .part(
+            config
+                .query_prefix
+                .as_deref()
+                .unwrap_or_default()
+                .as_bytes(),
+        )
+        .part(
+            config
+                .passage_prefix
+                .as_deref()
+                .unwrap_or_default()
+                .as_bytes(),
+        )
+        .part(&(config.max_chars.unwrap_or(0) as u64).to_le_bytes());
+    Fingerprint(hash.finish())
 }
 
-pub struct RemoteModel;
+/// A remote model, probed once for its dimensions.
+pub struct RemoteModel {
+    config: RemoteConfig,
+    agent: ureq::Agent,
+    fingerprint: Fingerprint,
+    dims: usize,
+}
+
+#[derive(Deserialize)]
+struct EmbeddingsAnswer {
+    data: Vec<EmbeddingRow>,
+}
+
+#[derive(Deserialize)]
+struct EmbeddingRow {
+    embedding: Vec<f32>,
+    index: Option<usize>,
+}
+
+/// Why one try failed, and whether another may succeed.
+enum Failure {
+    Retry(String, Option<Duration>),
+    Fatal(String),
+}
 
 impl RemoteModel {
     pub fn new(config: &RemoteConfig) -> Result<RemoteModel> {
-        Err(missing(config))
+        if !(config.url.starts_with("http://") || config.url.starts_with("https://")) {
+            return Err(Error::Model {
+                model: config.url.clone(),
+                message: "the address must start with http:// or https://\nhint: pass the full endpoint, e.g. http://127.0.0.1:11434/v1/embeddings".into(),
+            });
+        }
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(config.timeout))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut model = RemoteModel {
+            config: config.clone(),
+            agent,
+            fingerprint: fingerprint(config),
+            dims: 0,
+        };
+        let probe = model.request(&["dimension probe".to_string()])?;
+        model.dims = probe[0].len();
+        if model.dims == 0 {
+            return Err(model.error("it answered an empty vector"));
+        }
+        Ok(model)
+    }
+
+    fn error(&self, message: impl Into<String>) -> Error {
+        Error::Model {
+            model: format!("{} at {}", self.config.model, self.config.url),
+            message: message.into(),
+        }
+    }
+
+    fn prepare(&self, prefix: Option<&str>, text: &str) -> String {
+        let mut text = format!("{}{text}", prefix.unwrap_or_default());
+        if let Some(max) = self.config.max_chars
+            && let Some((cut, _)) = text.char_indices().nth(max)
+        {
+            text.truncate(cut);
+        }
+        text
+    }
+
+    /// One batch, with the retries; vectors in input order, normalised.
+    fn request(&self, inputs: &[String]) -> Result<Vec<Vec<f32>>> {
+        let mut pause = FIRST_PAUSE;
+        let mut last = String::new();
+        for attempt in 1..=ATTEMPTS {
+            match self.try_once(inputs) {
+                Ok(vectors) => return Ok(vectors),
+                Err(Failure::Fatal(message)) => return Err(self.error(message)),
+                Err(Failure::Retry(message, asked)) => {
+                    tracing::warn!(attempt, error = %message, "embedding request failed; retrying");
+                    last = message;
+                    if attempt < ATTEMPTS {
+                        std::thread::sleep(asked.map_or(pause, |a| a.min(MAX_PAUSE)));
+                        pause *= 2;
+                    }
+                }
+            }
+        }
+        Err(self.error(format!(
+            "{last} (after {ATTEMPTS} tries)\nhint: check that the server is running and serves this model; lexical search works without it"
+        )))
+    }
+
+    fn try_once(&self, inputs: &[String]) -> std::result::Result<Vec<Vec<f32>>, Failure> {
+        let body = serde_json::json!({ "model": self.config.model, "input": inputs });
+        let mut request = self
+            .agent
+            .post(&self.config.url)
+            .header("Content-Type", "application/json");
+        if let Some(key) = &self.config.api_key {
+            request = request.header("Authorization", &format!("Bearer {key}"));
+        }
+        let mut response = request
+            .send(body.to_string().as_bytes())
+            .map_err(|err| Failure::Retry(format!("cannot reach it: {err}"), None))?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(256 * 1024 * 1024)
+            .read_to_string()
+            .map_err(|err| Failure::Retry(format!("reading its answer failed: {err}"), None))?;
+        if status == 429 || status >= 500 {
+            return Err(Failure::Retry(
+                format!("it answered HTTP {status}: {}", excerpt(&text)),
+                retry_after,
+            ));
+        }
+        if status != 200 {
+            return Err(Failure::Fatal(format!(
+                "it answered HTTP {status}: {}",
+                excerpt(&text)
+            )));
+        }
+        let answer: EmbeddingsAnswer = serde_json::from_str(&text).map_err(|err| {
+            Failure::Fatal(format!(
+                "its answer is not an embeddings list ({err}): {}",
+                excerpt(&text)
+            ))
+        })?;
+        if answer.data.len() != inputs.len() {
+            return Err(Failure::Fatal(format!(
+                "it answered {} vectors for {} inputs",
+                answer.data.len(),
+                inputs.len()
+            )));
+        }
+        let mut rows: Vec<(usize, Vec<f32>)> = answer
+            .data
+            .into_iter()
+            .enumerate()
+            .map(|(i, row)| (row.index.unwrap_or(i), row.embedding))
+            .collect();
+        rows.sort_by_key(|(i, _)| *i);
+        if rows.iter().enumerate().any(|(i, (at, _))| i != *at) {
+            return Err(Failure::Fatal(
+                "its answer's indexes are not 0..n, each once".into(),
+            ));
+        }
+        let dims = rows[0].1.len();
+        if rows.iter().any(|(_, v)| v.len() != dims) {
+            return Err(Failure::Fatal(
+                "it answered vectors of different lengths".into(),
+            ));
+        }
+        Ok(rows
+            .into_iter()
+            .map(|(_, mut v)| {
+                normalise(&mut v);
+                v
+            })
+            .collect())
     }
 }
 
-impl super::Embedder for RemoteModel {
+fn excerpt(text: &str) -> String {
+    let mut out: String = text.chars().take(200).collect();
+    if text.chars().count() > 200 {
+        out.push('…');
+    }
+    out
+}
+
+fn normalise(vector: &mut [f32]) {
+    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        vector.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+impl Embedder for RemoteModel {
     fn fingerprint(&self) -> Fingerprint {
-        Fingerprint([0; 32])
+        self.fingerprint
     }
+
     fn dims(&self) -> usize {
-        0
+        self.dims
     }
+
     fn describe(&self) -> serde_json::Value {
-        serde_json::Value::Null
+        serde_json::json!({
+            "kind": "remote",
+            "url": self.config.url,
+            "name": self.config.model,
+            "dims": self.dims,
+            "query_prefix": self.config.query_prefix,
+            "passage_prefix": self.config.passage_prefix,
+            "max_chars": self.config.max_chars,
+        })
     }
-    fn embed_passages(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        Ok(Vec::new())
+
+    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let mut out = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(self.config.batch_size.max(1)) {
+            let inputs: Vec<String> = batch
+                .iter()
+                .map(|t| self.prepare(self.config.passage_prefix.as_deref(), t))
+                .collect();
+            let vectors = self.request(&inputs)?;
+            if vectors.iter().any(|v| v.len() != self.dims) {
+                return Err(self.error(format!(
+                    "it answered vectors of another length than its first ({})",
+                    self.dims
+                )));
+            }
+            out.extend(vectors);
+        }
+        Ok(out)
     }
-    fn embed_query(&self, _text: &str) -> Result<Vec<f32>> {
-        Ok(Vec::new())
+
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        let input = self.prepare(self.config.query_prefix.as_deref(), text);
+        Ok(self.request(&[input])?.remove(0))
     }
 }

@@ -625,7 +625,7 @@ fn remove_temporary_files(dir: &Path) -> Result<()> {
 }
 
 /// The first words of `text`, white space folded, cut at a word boundary near `max_chars`.
-fn opening(text: &str, max_chars: usize) -> String {
+pub fn opening(text: &str, max_chars: usize) -> String {
     let mut out = String::new();
     for word in text.split_whitespace() {
         if !out.is_empty() && out.chars().count() + 1 + word.chars().count() > max_chars {

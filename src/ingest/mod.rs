@@ -7,6 +7,7 @@
 //! their own batch, so a file moved within the root is added under its new name before its old
 //! name is released, and its chunks never leave the index.
 
+pub mod embed;
 mod plan;
 mod read;
 
@@ -50,6 +51,8 @@ pub struct IngestConfig {
     pub batch_files: usize,
     /// Set from outside (a signal handler) to end the run at its next safe point.
     pub interrupt: Interrupt,
+    /// The model that embeds, after the lexical part, every chunk without a vector under it.
+    pub embed: Option<crate::embed::ModelConfig>,
 }
 
 /// A request to end a run at its next safe point: before a batch is committed, never inside a
@@ -78,12 +81,26 @@ impl Interrupt {
     }
 
     /// `Err(Error::Interrupted)` once asked, with how far the run got.
+    pub(crate) fn check_embedding(&self, done: u64, total: u64) -> Result<()> {
+        match self.signal() {
+            Some(signal) => Err(Error::Interrupted {
+                signal,
+                done,
+                total,
+                what: "passages embedded",
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// `Err(Error::Interrupted)` once asked, with how far the run got.
     fn check(&self, files_done: u64, files_total: u64) -> Result<()> {
         match self.signal() {
             Some(signal) => Err(Error::Interrupted {
                 signal,
-                files_done,
-                files_total,
+                done: files_done,
+                total: files_total,
+                what: "files ingested",
             }),
             None => Ok(()),
         }
@@ -100,6 +117,7 @@ impl Default for IngestConfig {
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             batch_files: DEFAULT_BATCH_FILES,
             interrupt: Interrupt::default(),
+            embed: None,
         }
     }
 }
@@ -146,6 +164,9 @@ pub struct IngestReport {
     pub documents: DocumentCounts,
     pub chunks: ChunkCounts,
     pub warnings: Vec<Warning>,
+    /// What embedding did, when a model was configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<embed::EmbedReport>,
     pub duration_ms: u64,
 }
 
@@ -209,12 +230,24 @@ fn ingest_roots(
         documents: DocumentCounts::default(),
         chunks: ChunkCounts::default(),
         warnings: Vec::new(),
+        embedding: None,
         duration_ms: 0,
     };
     progress.phase("read", total);
     let mut files_done = Files { done: 0, total };
     for plan in plans {
         run_root(store, plan, config, progress, &mut report, &mut files_done)?;
+    }
+    if let Some(model) = &config.embed {
+        report.embedding = Some(embed::embed_missing(
+            store,
+            model,
+            &config.interrupt,
+            progress,
+        )?);
+    } else {
+        // Chunks this run added or removed change what the vector index must hold.
+        store.sync_vectors()?;
     }
     crash_point("ingest.before_finish_run");
     let generation = store.ledger().generation()?;

@@ -336,6 +336,8 @@ pub struct Agent {
     ledger: Mutex<Ledger>,
     cursor_key: CursorKey,
     config: AgentConfig,
+    /// The model that embeds queries, loaded once and given to every reader opened.
+    query_model: std::sync::OnceLock<Arc<dyn crate::embed::Embedder>>,
 }
 
 /// The most read-only connections the agent path opens for lookups and quotas.
@@ -382,7 +384,22 @@ impl Agent {
             ledger: Mutex::new(ledger),
             cursor_key: CursorKey::of_store(store_dir),
             config,
+            query_model: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Sets the model that embeds queries, for this reader and every one opened later.
+    pub fn set_query_model(&self, model: Arc<dyn crate::embed::Embedder>) {
+        let _ = self.query_model.set(Arc::clone(&model));
+        if let Some(reader) = self.current_reader() {
+            reader.set_embedder(model);
+        }
+    }
+
+    /// The ledger's record of the models, for loading the one that embeds queries.
+    pub fn read_ledger<T>(&self, f: impl FnOnce(&Ledger) -> Result<T>) -> Result<T> {
+        let ledger = self.reads.get()?;
+        f(&ledger)
     }
 
     pub fn config(&self) -> &AgentConfig {
@@ -399,9 +416,13 @@ impl Agent {
         if let Some(reader) = self.current_reader()
             && !reader.index().is_replaced()
         {
+            reader.reload_vectors()?;
             return Ok(reader.index().reload()?.0);
         }
         let reader = Arc::new(StoreReader::open(&self.store_dir)?);
+        if let Some(model) = self.query_model.get() {
+            reader.set_embedder(Arc::clone(model));
+        }
         let generation = reader.index().snapshot().generation().0;
         *self.reader.write().unwrap_or_else(|e| e.into_inner()) = Some(reader);
         Ok(generation)
@@ -530,6 +551,7 @@ impl Agent {
             ToolRequest::SearchDocs(search) => tools::search_docs(
                 reader,
                 &reader.index().snapshot(),
+                reader.vectors().as_deref(),
                 search,
                 0,
                 Some(&self.cursor_key),
@@ -545,6 +567,18 @@ impl Agent {
                         generation: cursor.generation.0,
                     });
                 };
+                // The page continues on the vector index the first page used, or none.
+                let vectors = match cursor.vectors {
+                    0 => None,
+                    key => match reader.vectors_at(key) {
+                        Some(vectors) => Some(vectors),
+                        None => {
+                            return Err(CallError::CursorExpired {
+                                generation: cursor.generation.0,
+                            });
+                        }
+                    },
+                };
                 // A page that would go past the last hit is cut there (`search_page`); only a
                 // cursor at or past it is refused, and this server never gives one.
                 if cursor.offset as usize >= crate::search::MAX_PAGED_HITS {
@@ -556,6 +590,7 @@ impl Agent {
                 tools::search_docs(
                     reader,
                     &snapshot,
+                    vectors.as_deref(),
                     request,
                     cursor.offset,
                     Some(&self.cursor_key),

@@ -10,6 +10,7 @@
 mod keys_sql;
 mod pool;
 mod schema;
+mod vectors_sql;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ use crate::walk::FileStat;
 pub use keys_sql::{AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, UsageRow};
 pub use pool::{LedgerPool, PooledLedger};
 pub use schema::SCHEMA_VERSION;
+pub use vectors_sql::{ModelRow, VectorCoverage, VectorGc, decode_vector, encode_vector};
 
 /// How a ledger is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -95,8 +95,16 @@ async fn shutdown_signal() {
 }
 
 /// Serves MCP over stdin/stdout until stdin closes. Nothing but JSON-RPC goes to stdout.
-pub fn serve_stdio(store_dir: &Path, config: AgentConfig, client_id: &str) -> Result<()> {
+pub fn serve_stdio(
+    store_dir: &Path,
+    config: AgentConfig,
+    client_id: &str,
+    query_model: Option<Arc<dyn crate::embed::Embedder>>,
+) -> Result<()> {
     let agent = Arc::new(Agent::open(store_dir, config)?);
+    if let Some(model) = query_model {
+        agent.set_query_model(model);
+    }
     runtime()?.block_on(async move {
         spawn_reloader(agent.clone());
         let handler = mcp::Handler {
@@ -169,6 +177,7 @@ pub fn serve_http(
     config: &HttpConfig,
     on_listen: impl FnOnce(SocketAddr),
     on_reindex: Arc<dyn Fn(Result<Option<IngestReport>>) + Send + Sync>,
+    query_model: Option<Arc<dyn crate::embed::Embedder>>,
 ) -> Result<()> {
     if !config.listen.ip().is_loopback() && config.tokens.is_empty() {
         return Err(Error::Usage(format!(
@@ -185,6 +194,9 @@ pub fn serve_http(
         }
     }
     let agent = Arc::new(Agent::open(store_dir, config.agent)?);
+    if let Some(model) = query_model {
+        agent.set_query_model(model);
+    }
     if let Some(reindex) = &config.reindex
         && reindex.ingest.interrupt.signal().is_some()
     {

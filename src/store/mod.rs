@@ -24,12 +24,15 @@ mod lock;
 mod swap;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::crash::crash_point;
+use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::ids::{ChunkId, Generation};
 use crate::index::{Index, IndexedChunk, Writer};
-use crate::ledger::{Access, Batch, BatchOutcome, Ledger, LedgerPool, PooledLedger};
+use crate::ledger::{Access, Batch, BatchOutcome, Ledger, LedgerPool, PooledLedger, decode_vector};
+use crate::vectors::{self, Marker, VectorSet};
 
 pub use lock::{LockWait, WriterLock};
 
@@ -154,11 +157,13 @@ impl Store {
         };
         if let Some(to) = replaced {
             store.ledger.prune_log(to)?;
+            store.rebuild_vectors()?;
             return Ok((store, CatchUp::Replaced { to }));
         }
         match then {
             Then::CatchUp => {
                 let caught_up = store.catch_up()?;
+                store.sync_vectors()?;
                 Ok((store, caught_up))
             }
             Then::Rebuild => Ok((store, CatchUp::InStep)),
@@ -268,7 +273,67 @@ impl Store {
         self.index = build_index(&self.paths, &self.ledger, generation)?;
         self.index_generation = generation;
         self.ledger.prune_log(generation)?;
+        self.rebuild_vectors()?;
         Ok(generation)
+    }
+
+    /// The marker the vector index must carry to be in step with the ledger: `None` when no
+    /// model is active (then there is no vector index).
+    fn wanted_vectors(&self) -> Result<Option<(Marker, usize)>> {
+        let Some(model) = self.ledger.active_model()? else {
+            return Ok(None);
+        };
+        Ok(Some((
+            Marker {
+                fingerprint: model.fingerprint,
+                generation: self.ledger.generation()?,
+                vector_seq: self.ledger.vector_seq()?,
+            },
+            model.dims,
+        )))
+    }
+
+    /// Makes the vector index again from the ledger's vectors when its marker is not the
+    /// ledger's (a commit of chunks or of vectors since, or a crash before it was written).
+    /// Returns whether it wrote the file.
+    pub fn sync_vectors(&mut self) -> Result<bool> {
+        let path = vectors::path(&self.paths.dir);
+        let wanted = self.wanted_vectors()?;
+        let current = VectorSet::read_marker(&path)?;
+        if wanted.map(|(marker, _)| marker) == current {
+            return Ok(false);
+        }
+        self.write_vectors(wanted)
+            .map_err(|err| err.in_store(&self.paths.dir))?;
+        Ok(true)
+    }
+
+    /// Makes the vector index again from the ledger's vectors, whatever its marker says (for
+    /// `rebuild`, which must heal a damaged file whose header still reads).
+    pub fn rebuild_vectors(&mut self) -> Result<()> {
+        let wanted = self.wanted_vectors()?;
+        self.write_vectors(wanted)
+            .map_err(|err| err.in_store(&self.paths.dir))
+    }
+
+    fn write_vectors(&self, wanted: Option<(Marker, usize)>) -> Result<()> {
+        let path = vectors::path(&self.paths.dir);
+        let Some((marker, dims)) = wanted else {
+            return vectors::remove(&path);
+        };
+        let ledger = &self.ledger;
+        let count = ledger.read_snapshot(|ledger| {
+            vectors::write(&path, &marker, dims, |sink| {
+                ledger.for_each_vector(&marker.fingerprint, |id, bytes| {
+                    let vector = decode_vector(bytes).ok_or_else(|| {
+                        Error::Inconsistent(format!("the ledger's vector of chunk {id} is damaged"))
+                    })?;
+                    sink(&id, &vector)
+                })
+            })
+        })?;
+        tracing::debug!(vectors = count, "vector index written");
+        Ok(())
     }
 
     /// Waits for Tantivy's background merges and releases its writer.
@@ -370,7 +435,18 @@ pub struct StoreReader {
     paths: StorePaths,
     ledger: LedgerPool,
     index: Index,
+    /// The vector index as last read, if the store has one.
+    vectors: std::sync::RwLock<Option<Arc<VectorSet>>>,
+    /// The vector indexes it replaced, each with when, for the page cursors cut from them.
+    replaced_vectors:
+        std::sync::Mutex<std::collections::VecDeque<(std::time::Instant, Arc<VectorSet>)>>,
+    /// The model that embeds queries, when one is loaded (the active model's).
+    embedder: std::sync::OnceLock<Arc<dyn Embedder>>,
 }
+
+/// How many replaced vector indexes a reader keeps for page cursors, and for how long.
+const KEPT_REPLACED_VECTORS: usize = 4;
+const KEEP_REPLACED_VECTORS_FOR: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
 /// The most ledger connections one reader opens: searches beyond that many at once wait for a
 /// connection.
@@ -392,11 +468,99 @@ impl StoreReader {
         }
         let ledger = LedgerPool::open(&paths.ledger(), READ_CONNECTIONS)?;
         let index = Index::open(&paths.index())?;
+        // A vector index that cannot be read leaves lexical search working; `verify` reports
+        // it and the next writer makes it again.
+        let vectors = match VectorSet::read(&vectors::path(&paths.dir)) {
+            Ok(set) => set.map(Arc::new),
+            Err(err) => {
+                tracing::warn!(error = %err, "the vector index cannot be used; searching without it");
+                None
+            }
+        };
         Ok(StoreReader {
             paths,
             ledger,
             index,
+            vectors: std::sync::RwLock::new(vectors),
+            replaced_vectors: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            embedder: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The vector index as last read.
+    pub fn vectors(&self) -> Option<Arc<VectorSet>> {
+        self.vectors
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Reads the vector index again when a writer replaced it. A file that cannot be read now
+    /// (a writer is replacing it, or it is damaged) leaves the last one in use.
+    pub fn reload_vectors(&self) -> Result<()> {
+        let path = vectors::path(&self.paths.dir);
+        let marker = VectorSet::read_marker(&path)?;
+        let current = self.vectors().map(|set| set.marker);
+        if marker == current {
+            return Ok(());
+        }
+        let fresh = match marker {
+            None => None,
+            Some(_) => match VectorSet::read(&path) {
+                Ok(set) => set.map(Arc::new),
+                Err(err) => {
+                    tracing::warn!(error = %err, "the vector index could not be read again; keeping the last one");
+                    return Ok(());
+                }
+            },
+        };
+        let old = std::mem::replace(
+            &mut *self
+                .vectors
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            fresh,
+        );
+        if let Some(old) = old {
+            let mut replaced = self
+                .replaced_vectors
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            replaced.retain(|(when, _)| when.elapsed() < KEEP_REPLACED_VECTORS_FOR);
+            replaced.push_back((std::time::Instant::now(), old));
+            while replaced.len() > KEPT_REPLACED_VECTORS {
+                replaced.pop_front();
+            }
+        }
+        Ok(())
+    }
+
+    /// The vector index whose marker key is `key`: the current one, or one replaced in the last
+    /// ten minutes (for a page cursor cut from it).
+    pub fn vectors_at(&self, key: u64) -> Option<Arc<VectorSet>> {
+        if let Some(current) = self.vectors()
+            && current.marker.key() == key
+        {
+            return Some(current);
+        }
+        self.replaced_vectors
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find(|(when, set)| {
+                when.elapsed() < KEEP_REPLACED_VECTORS_FOR && set.marker.key() == key
+            })
+            .map(|(_, set)| Arc::clone(set))
+    }
+
+    /// Sets the model that embeds queries (loaded once, by `serve`, `mcp` or `search`).
+    /// Only the first model set is kept.
+    pub fn set_embedder(&self, embedder: Arc<dyn Embedder>) {
+        let _ = self.embedder.set(embedder);
+    }
+
+    pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
+        self.embedder.get()
     }
 
     pub fn paths(&self) -> &StorePaths {

@@ -17,6 +17,7 @@ fn quokka_search() -> SearchRequest {
         query: "quokka census".into(),
         top_k: 5,
         filter: ChunkFilter::default(),
+        mode: None,
     }
 }
 

@@ -1,0 +1,214 @@
+//! Embedding: give the model every chunk that has no vector under it yet, a page at a time,
+//! each page's vectors committed in one ledger transaction.
+//!
+//! It runs after the lexical part of an ingest has committed (lexical search never waits for
+//! it), and alone as `groundidx embed`. Chunk IDs are content addresses, so a chunk is embedded
+//! once per model, ever: a rename, a move, a passage shared by two files, a file that comes back
+//! all find their vector already there. A run killed during embedding loses at most the page it
+//! was computing; the next run asks the ledger again what is missing and embeds only that.
+//!
+//! A no-op run never loads the model: the fingerprint comes from the ledger's cache when the
+//! model's files have not changed (`embed::stat_key`), and the missing count is a query.
+//!
+//! The first model a store embeds with is active at once (search uses its vectors as they come,
+//! and answers say the coverage); a later model becomes active only once its vectors cover every
+//! chunk, and until then search keeps the old one.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::clock;
+use crate::crash::crash_point;
+use crate::embed::{self, Embedder, Fingerprint, ModelConfig};
+use crate::error::{Error, Result};
+use crate::ingest::{Interrupt, Progress};
+use crate::ledger::{Ledger, StoredChunk};
+use crate::store::Store;
+
+/// Chunks embedded and committed per ledger transaction.
+pub const EMBED_PAGE: usize = 256;
+/// How often a long embedding run makes the vector index again, so search sees its progress.
+const SYNC_EVERY: Duration = Duration::from_secs(60);
+
+/// What an embedding run did: the `embedding` part of `ingest --json`, and `embed --json`.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct EmbedReport {
+    /// The model's fingerprint (hex).
+    pub model: String,
+    /// Passages given to the model in this run.
+    pub embedded: u64,
+    /// Chunks with a vector under this model, after the run.
+    pub vectors: u64,
+    /// Chunks in the store.
+    pub chunks: u64,
+    /// Whether the model was loaded (a run with nothing to embed does not load it).
+    pub model_loaded: bool,
+    /// Whether search now uses this model's vectors.
+    pub active: bool,
+    pub duration_ms: u64,
+}
+
+/// The text a chunk is embedded as: its heading path, then its text.
+pub fn passage_text(chunk: &StoredChunk) -> String {
+    if chunk.heading_path.is_empty() {
+        chunk.text.clone()
+    } else {
+        format!("{}\n\n{}", chunk.heading_path.join(" > "), chunk.text)
+    }
+}
+
+/// The fingerprint of a configured model, from the ledger's cache when its files have not
+/// changed since it was computed (then nothing of the model is read), else computed and, when
+/// `ledger` is writable, cached.
+pub fn model_fingerprint(ledger: &Ledger, config: &ModelConfig) -> Result<Fingerprint> {
+    let stat_key = embed::stat_key(config)?;
+    if let Some(fingerprint) = ledger.cached_fingerprint(&stat_key)? {
+        return Ok(fingerprint);
+    }
+    embed::fingerprint(config)
+}
+
+fn cached_model_fingerprint(store: &mut Store, config: &ModelConfig) -> Result<Fingerprint> {
+    let stat_key = embed::stat_key(config)?;
+    if let Some(fingerprint) = store.ledger().cached_fingerprint(&stat_key)? {
+        return Ok(fingerprint);
+    }
+    let fingerprint = embed::fingerprint(config)?;
+    store
+        .ledger_mut()
+        .cache_fingerprint(&stat_key, &fingerprint)?;
+    Ok(fingerprint)
+}
+
+/// Embeds every chunk of the store that has no vector under `config`'s model.
+pub fn embed_missing(
+    store: &mut Store,
+    config: &ModelConfig,
+    interrupt: &Interrupt,
+    progress: &dyn Progress,
+) -> Result<EmbedReport> {
+    let dir = store.paths().dir.clone();
+    embed_store(store, config, None, interrupt, progress).map_err(|err| err.in_store(&dir))
+}
+
+/// `embed_missing` with a model already loaded (by a server that embeds queries with it too).
+pub fn embed_missing_with(
+    store: &mut Store,
+    config: &ModelConfig,
+    model: &dyn Embedder,
+    interrupt: &Interrupt,
+    progress: &dyn Progress,
+) -> Result<EmbedReport> {
+    let dir = store.paths().dir.clone();
+    embed_store(store, config, Some(model), interrupt, progress).map_err(|err| err.in_store(&dir))
+}
+
+fn embed_store(
+    store: &mut Store,
+    config: &ModelConfig,
+    loaded: Option<&dyn Embedder>,
+    interrupt: &Interrupt,
+    progress: &dyn Progress,
+) -> Result<EmbedReport> {
+    let started = Instant::now();
+    let fingerprint = match loaded {
+        Some(model) => model.fingerprint(),
+        None => cached_model_fingerprint(store, config)?,
+    };
+    let before = store.ledger().vector_coverage(&fingerprint)?;
+    let mut report = EmbedReport {
+        model: fingerprint.to_hex(),
+        vectors: before.vectors,
+        chunks: before.chunks,
+        ..EmbedReport::default()
+    };
+    let missing = before.chunks - before.vectors;
+    let owned;
+    let model: Option<&dyn Embedder> = match (missing, loaded) {
+        (0, _) => None,
+        (_, Some(model)) => Some(model),
+        (_, None) => {
+            tracing::info!(missing, "loading the embedding model");
+            owned = embed::load(config)?;
+            report.model_loaded = true;
+            Some(owned.as_ref())
+        }
+    };
+    if let Some(model) = model {
+        if model.fingerprint() != fingerprint {
+            return Err(Error::Model {
+                model: fingerprint.to_hex(),
+                message: "its files changed while it was being loaded\nhint: run again".into(),
+            });
+        }
+        store.ledger_mut().register_model(
+            &fingerprint,
+            &model.describe(),
+            model.dims(),
+            clock::now_ms(),
+        )?;
+        if store.ledger().active_model()?.is_none() {
+            store
+                .ledger_mut()
+                .activate_model(&fingerprint, clock::now_ms())?;
+        }
+        progress.phase("embed", missing);
+        let mut last_sync = Instant::now();
+        let mut after = None;
+        loop {
+            interrupt.check_embedding(report.embedded, missing)?;
+            let page =
+                store
+                    .ledger()
+                    .chunks_without_vector(&fingerprint, after.as_ref(), EMBED_PAGE)?;
+            let Some(last) = page.last() else {
+                break;
+            };
+            after = Some(last.id);
+            let texts: Vec<String> = page.iter().map(passage_text).collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let vectors = model.embed_passages(&refs)?;
+            if vectors.len() != page.len() || vectors.iter().any(|v| v.len() != model.dims()) {
+                return Err(Error::Model {
+                    model: fingerprint.to_hex(),
+                    message: format!(
+                        "it returned {} vectors for {} passages, or vectors of another length than {}",
+                        vectors.len(),
+                        page.len(),
+                        model.dims()
+                    ),
+                });
+            }
+            report.embedded += page.len() as u64;
+            let rows: Vec<_> = page.iter().map(|chunk| chunk.id).zip(vectors).collect();
+            store.ledger_mut().insert_vectors(&fingerprint, &rows)?;
+            crash_point("embed.after_commit");
+            progress.advance(page.len() as u64);
+            if last_sync.elapsed() >= SYNC_EVERY {
+                store.sync_vectors()?;
+                last_sync = Instant::now();
+            }
+        }
+    }
+    let after = store.ledger().vector_coverage(&fingerprint)?;
+    report.vectors = after.vectors;
+    report.chunks = after.chunks;
+    let active = store.ledger().active_model()?;
+    let is_active = active
+        .as_ref()
+        .is_some_and(|m| m.fingerprint == fingerprint);
+    if !is_active && after.vectors == after.chunks && after.chunks > 0 {
+        tracing::info!(model = %fingerprint, "the new model's vectors cover every chunk; search uses them now");
+        store
+            .ledger_mut()
+            .activate_model(&fingerprint, clock::now_ms())?;
+    }
+    report.active = store
+        .ledger()
+        .active_model()?
+        .is_some_and(|m| m.fingerprint == fingerprint);
+    store.sync_vectors()?;
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
+}
