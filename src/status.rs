@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::store;
 
 /// The `status --json` contract.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StatusReport {
     pub documents: u64,
     pub sources: u64,
@@ -29,6 +29,22 @@ pub struct StatusReport {
     pub audit_events: u64,
     pub usage_units: u64,
     pub idempotency_keys: u64,
+    /// Every embedding model the store has vectors of, the one search uses first.
+    pub models: Vec<ModelStatus>,
+}
+
+/// One embedding model of the store.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelStatus {
+    pub model: String,
+    /// Search uses this model's vectors.
+    pub active: bool,
+    pub dims: usize,
+    /// Chunks with a vector under this model, of all chunks.
+    pub vectors: u64,
+    pub chunks: u64,
+    /// What the model is (kind, folder or address, pooling, prefixes).
+    pub description: serde_json::Value,
 }
 
 /// Reads the store's counts and generations from the ledger, and the index's generation from
@@ -40,6 +56,19 @@ pub fn status(dir: &Path) -> Result<StatusReport> {
         Err(err) => (None, Some(err.to_string())),
     };
     let counts = ledger.counts()?;
+    let mut models = Vec::new();
+    let active = ledger.active_model()?.map(|m| m.fingerprint);
+    for model in ledger.models()? {
+        let coverage = ledger.vector_coverage(&model.fingerprint)?;
+        models.push(ModelStatus {
+            model: model.fingerprint.to_hex(),
+            active: Some(model.fingerprint) == active,
+            dims: model.dims,
+            vectors: coverage.vectors,
+            chunks: coverage.chunks,
+            description: model.description,
+        });
+    }
     let last_ingest_ms = ledger.last_ingest_ms()?;
     Ok(StatusReport {
         documents: counts.documents,
@@ -53,5 +82,6 @@ pub fn status(dir: &Path) -> Result<StatusReport> {
         audit_events: counts.audit_events,
         usage_units: counts.usage_units,
         idempotency_keys: counts.idempotency_keys,
+        models,
     })
 }

@@ -27,7 +27,32 @@ pub struct VerifyReport {
     pub duplicated_in_index: Vec<String>,
     /// The index is behind and every difference is one a replay heals (the next writer does).
     pub lag_only: bool,
-    /// Ledger and index hold exactly the same chunk IDs, each once.
+    /// Ledger and index hold exactly the same chunk IDs, each once (and the vector index, when
+    /// the store has one, holds exactly the ledger's vectors of the active model).
+    pub identical: bool,
+    /// The vector index against the ledger's vectors; absent when no model is active.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vectors: Option<VectorCheck>,
+}
+
+/// The vector index compared with the ledger's vectors of the active model.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VectorCheck {
+    /// The active model's fingerprint.
+    pub model: String,
+    /// Chunks the ledger holds with a vector under the active model.
+    pub ledger_vectors: u64,
+    /// Rows of the vector index.
+    pub index_vectors: u64,
+    /// Why the vector index cannot be read or belongs to another model, when so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    pub missing_from_index: Vec<String>,
+    pub extra_in_index: Vec<String>,
+    pub duplicated_in_index: Vec<String>,
+    /// The vector index was made at an earlier state of the ledger (the next writer makes it
+    /// again), and nothing else is wrong.
+    pub lag_only: bool,
     pub identical: bool,
 }
 
@@ -105,7 +130,10 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
             .iter()
             .chain(&extra)
             .all(|id| ledger.logged_since_index.contains(id));
+    let vectors = verify_vectors(reader)?;
+    let identical = identical && vectors.as_ref().is_none_or(|v| v.identical);
     Ok(VerifyReport {
+        vectors,
         ledger_generation: ledger_generation.0,
         index_generation: index_generation.0,
         ledger_chunks: ledger_ids.len() as u64,
@@ -116,4 +144,94 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
         lag_only,
         identical,
     })
+}
+
+/// Compares the vector index file with the ledger's vectors of the active model. The file is
+/// read first, then the ledger in one read transaction: a writer in between can only leave the
+/// file's marker behind the ledger's, which reads as a lag.
+fn verify_vectors(reader: &StoreReader) -> Result<Option<VectorCheck>> {
+    let path = crate::vectors::path(&reader.paths().dir);
+    let file = crate::vectors::VectorSet::read(&path);
+    let ledger = reader.ledger()?;
+    let found = ledger.read_snapshot(|ledger| {
+        let Some(model) = ledger.active_model()? else {
+            return Ok(None);
+        };
+        let mut ids = Vec::new();
+        ledger.for_each_vector(&model.fingerprint, |id, _| {
+            ids.push(id);
+            Ok(())
+        })?;
+        let marker = crate::vectors::Marker {
+            fingerprint: model.fingerprint,
+            generation: ledger.generation()?,
+            vector_seq: ledger.vector_seq()?,
+        };
+        Ok(Some((marker, ids)))
+    })?;
+    let Some((wanted, ledger_ids)) = found else {
+        return Ok(None);
+    };
+    let mut check = VectorCheck {
+        model: wanted.fingerprint.to_hex(),
+        ledger_vectors: ledger_ids.len() as u64,
+        index_vectors: 0,
+        problem: None,
+        missing_from_index: Vec::new(),
+        extra_in_index: Vec::new(),
+        duplicated_in_index: Vec::new(),
+        lag_only: false,
+        identical: false,
+    };
+    let set = match file {
+        Ok(Some(set)) => set,
+        Ok(None) => {
+            check.problem = Some(format!(
+                "{} is missing\nhint: run `groundidx rebuild`",
+                path.display()
+            ));
+            return Ok(Some(check));
+        }
+        Err(err) => {
+            check.problem = Some(format!("{err}"));
+            return Ok(Some(check));
+        }
+    };
+    check.index_vectors = set.len() as u64;
+    if set.marker.fingerprint != wanted.fingerprint {
+        check.problem = Some(format!(
+            "{} holds the vectors of model {}, not of the active model\nhint: run `groundidx rebuild`",
+            path.display(),
+            &set.marker.fingerprint.to_hex()[..12]
+        ));
+        check.lag_only = true;
+        return Ok(Some(check));
+    }
+    let index_ids = set.ids();
+    let mut duplicated: Vec<String> = index_ids
+        .windows(2)
+        .filter(|pair| pair[0] == pair[1])
+        .map(|pair| pair[0].to_hex())
+        .collect();
+    duplicated.dedup();
+    let ledger_set: HashSet<&ChunkId> = ledger_ids.iter().collect();
+    let index_set: HashSet<&ChunkId> = index_ids.iter().collect();
+    check.missing_from_index = ledger_ids
+        .iter()
+        .filter(|id| !index_set.contains(id))
+        .map(ChunkId::to_hex)
+        .collect();
+    check.extra_in_index = index_ids
+        .iter()
+        .filter(|id| !ledger_set.contains(id))
+        .map(ChunkId::to_hex)
+        .collect();
+    check.extra_in_index.dedup();
+    check.duplicated_in_index = duplicated;
+    check.identical = check.missing_from_index.is_empty()
+        && check.extra_in_index.is_empty()
+        && check.duplicated_in_index.is_empty();
+    check.lag_only =
+        !check.identical && set.marker != wanted && check.duplicated_in_index.is_empty();
+    Ok(Some(check))
 }

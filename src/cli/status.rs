@@ -71,5 +71,26 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     if let Some(problem) = &report.index_problem {
         output::line(format!("{:<12} {problem}", "index"))?;
     }
+    for model in &report.models {
+        let place = model
+            .description
+            .get("dir")
+            .or_else(|| model.description.get("url"))
+            .and_then(|v| v.as_str())
+            .unwrap_or("?");
+        output::line(format!(
+            "{:<12} {} {}: {} of {} chunks embedded{}",
+            "model",
+            &model.model[..12],
+            style::visible(place),
+            model.vectors,
+            model.chunks,
+            if model.active {
+                " (search uses it)"
+            } else {
+                ""
+            }
+        ))?;
+    }
     Ok(code)
 }

@@ -37,9 +37,32 @@ pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
                 output::line(format!("{what}: {id}"))?;
             }
         }
+        if let Some(vectors) = &report.vectors {
+            output::line(format!(
+                "vectors {} in the ledger, {} in the vector index (model {})",
+                vectors.ledger_vectors,
+                vectors.index_vectors,
+                &vectors.model[..12]
+            ))?;
+            if let Some(problem) = &vectors.problem {
+                output::line(format!("vector index: {problem}"))?;
+            }
+            for (what, ids) in [
+                ("missing from the vector index", &vectors.missing_from_index),
+                ("extra in the vector index", &vectors.extra_in_index),
+                (
+                    "duplicated in the vector index",
+                    &vectors.duplicated_in_index,
+                ),
+            ] {
+                for id in ids {
+                    output::line(format!("{what}: {id}"))?;
+                }
+            }
+        }
         if report.identical {
             output::line("ok: identical")?;
-        } else if report.lag_only {
+        } else if report.lag_only || report.vectors.as_ref().is_some_and(|v| v.lag_only) {
             output::line("index lags the ledger; the next ingest or `groundidx rebuild` heals it")?;
         } else {
             output::line("differs\nhint: run `groundidx rebuild`")?;

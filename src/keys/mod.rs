@@ -713,6 +713,20 @@ pub fn gc(store_dir: &Path, now_ms: i64) -> Result<u64> {
     ledger.prune_keys(now_ms)
 }
 
+/// Deletes the vectors of the models search used before the active one, and those of chunks
+/// the ledger no longer holds. Like key gc it takes no writer lock: the vector index holds
+/// neither kind, so nothing a reader or writer uses goes away.
+pub fn gc_vectors(store_dir: &Path) -> Result<crate::ledger::VectorGc> {
+    let paths = StorePaths::new(store_dir);
+    if !paths.ledger().exists() {
+        return Err(Error::NoStore {
+            path: store_dir.to_path_buf(),
+        });
+    }
+    let mut ledger = Ledger::open(&paths.ledger(), Access::ReadWrite)?;
+    ledger.gc_vectors()
+}
+
 #[cfg(test)]
 mod tests {
     use super::{RateLimit, parse_duration, validate_key};

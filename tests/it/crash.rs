@@ -63,7 +63,8 @@ fn every_crash_point_is_tested() {
                 MERGE_POINTS,
                 CATCH_UP_POINTS,
                 REBUILD_POINTS,
-                KEYS_POINTS
+                KEYS_POINTS,
+                crate::embedding::EMBED_POINTS,
             ]
             .iter()
             .any(|group| group.contains(point)),

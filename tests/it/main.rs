@@ -12,6 +12,11 @@
 //! - `signals`: SIGINT and SIGTERM end `ingest` and `ingest --watch` at a safe point, 130 / 143.
 //! - `serve_signals`: SIGINT and SIGTERM during `serve --reindex`'s runs end it at a safe point.
 //! - `search`: invariant 3, no passage twice; filters, snippets and the JSON contract.
+//! - `embed_server`: a real OpenAI-compatible embeddings server on loopback that counts every
+//!   passage it is given (vectors from the local model, or from a hash of the words).
+//! - `embedding`: every passage embedded once (no-op, edit, rename, shared passage, kill during
+//!   embedding, a new model), the vector index checked by `verify` and made by `rebuild`,
+//!   filters in every mode, an unreachable or failing model.
 //! - `verify`: invariant 4, verify passes on a healthy store and names every difference.
 //! - `verify_race`: `verify` beside a committing writer reports a lag at most, never a false
 //!   difference.
@@ -75,6 +80,8 @@ mod config;
 mod crash;
 mod deletion;
 mod edits;
+mod embed_server;
+mod embedding;
 mod faults;
 mod foreign_store;
 mod fuzz_regressions;

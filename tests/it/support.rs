@@ -61,6 +61,13 @@ pub fn isolate(command: &mut Command) {
         "GROUNDIDX_LISTEN",
         "GROUNDIDX_TOKENS",
         "GROUNDIDX_LOG_FORMAT",
+        "GROUNDIDX_EMBED_MODEL",
+        "GROUNDIDX_EMBED_URL",
+        "GROUNDIDX_EMBED_REMOTE_MODEL",
+        "GROUNDIDX_EMBED_API_KEY",
+        "GROUNDIDX_EMBED_QUERY_PREFIX",
+        "GROUNDIDX_EMBED_PASSAGE_PREFIX",
+        "GROUNDIDX_EMBED_MAX_TOKENS",
         "NO_COLOR",
     ] {
         command.env_remove(var);

@@ -1,0 +1,233 @@
+//! A small real HTTP server speaking the OpenAI embeddings protocol (`POST /v1/embeddings`),
+//! started by a test on a loopback port: it counts every passage it is given, so a test counts
+//! exactly what the model embedded, and it serves vectors either from the local model
+//! (`../shared/models/all-MiniLM-L6-v2`, through the library) or from a deterministic hash of
+//! the words (for the tests of what is embedded when, where the vectors' meaning is beside the
+//! point).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use groundidx::embed::{self, Embedder, LocalConfig, ModelConfig};
+
+/// How the server makes a vector.
+#[derive(Clone)]
+pub enum Vectors {
+    /// 64 dimensions, one per hash bucket of the lower-cased words.
+    Words,
+    /// The local model.
+    Model(Arc<dyn Embedder>),
+}
+
+/// A running server; it stops when dropped.
+pub struct EmbedServer {
+    pub port: u16,
+    /// Passages embedded so far (the probe a client sends on loading included).
+    inputs: Arc<AtomicU64>,
+    /// Every input text, in arrival order.
+    pub texts: Arc<Mutex<Vec<String>>>,
+    /// While set, every request is answered 503.
+    pub failing: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+}
+
+/// The local model folder, if it is there (else `prerequisite_missing`, a failure under CI).
+pub fn model_dir() -> Option<PathBuf> {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/models/all-MiniLM-L6-v2");
+    if dir.join("model.safetensors").is_file() {
+        Some(dir)
+    } else {
+        crate::support::prerequisite_missing(&format!(
+            "the embedding model {} is missing",
+            dir.display()
+        ));
+        None
+    }
+}
+
+/// The local model, loaded through the library.
+pub fn local_model() -> Option<Arc<dyn Embedder>> {
+    let dir = model_dir()?;
+    Some(
+        embed::load(&ModelConfig::Local(LocalConfig {
+            dir,
+            ..LocalConfig::default()
+        }))
+        .expect("load the local model"),
+    )
+}
+
+fn word_vector(text: &str) -> Vec<f32> {
+    let mut v = vec![0.0f32; 64];
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let bucket = word
+            .to_lowercase()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
+        v[(bucket % 64) as usize] += 1.0;
+    }
+    if v.iter().all(|x| *x == 0.0) {
+        v[0] = 1.0;
+    }
+    v
+}
+
+impl EmbedServer {
+    pub fn start(vectors: Vectors) -> EmbedServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("address").port();
+        let server = EmbedServer {
+            port,
+            inputs: Arc::new(AtomicU64::new(0)),
+            texts: Arc::new(Mutex::new(Vec::new())),
+            failing: Arc::new(AtomicBool::new(false)),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let (inputs, texts, failing, stop) = (
+            Arc::clone(&server.inputs),
+            Arc::clone(&server.texts),
+            Arc::clone(&server.failing),
+            Arc::clone(&server.stop),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let (vectors, inputs, texts, failing) = (
+                            vectors.clone(),
+                            Arc::clone(&inputs),
+                            Arc::clone(&texts),
+                            Arc::clone(&failing),
+                        );
+                        std::thread::spawn(move || {
+                            let _ = serve(stream, &vectors, &inputs, &texts, &failing);
+                        });
+                    }
+                    Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1/embeddings", self.port)
+    }
+
+    /// Passages given to the model so far.
+    pub fn inputs(&self) -> u64 {
+        self.inputs.load(Ordering::SeqCst)
+    }
+
+    /// The flags that make a command use this server under the model name `name`.
+    pub fn flags(&self, name: &str) -> Vec<String> {
+        vec![
+            "--embed-url".into(),
+            self.url(),
+            "--embed-remote-model".into(),
+            name.into(),
+        ]
+    }
+}
+
+impl Drop for EmbedServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Answers the requests of one connection (the client may keep it alive).
+fn serve(
+    stream: TcpStream,
+    vectors: &Vectors,
+    inputs: &AtomicU64,
+    texts: &Mutex<Vec<String>>,
+    failing: &AtomicBool,
+) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut writer = stream;
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line)? == 0 {
+            return Ok(());
+        }
+        let mut length = 0usize;
+        loop {
+            let mut header = String::new();
+            reader.read_line(&mut header)?;
+            let header = header.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0u8; length];
+        reader.read_exact(&mut body)?;
+        let (status, answer) = if failing.load(Ordering::SeqCst) {
+            (
+                "503 Service Unavailable",
+                r#"{"error":"warming up"}"#.to_string(),
+            )
+        } else {
+            let request: serde_json::Value =
+                serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+            let batch: Vec<String> = request["input"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|t| t.as_str().unwrap_or_default().to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            inputs.fetch_add(batch.len() as u64, Ordering::SeqCst);
+            texts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(batch.iter().cloned());
+            let made: Vec<Vec<f32>> = match vectors {
+                Vectors::Words => batch.iter().map(|t| word_vector(t)).collect(),
+                Vectors::Model(model) => {
+                    let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+                    // The client adds the prefixes; the model here adds none of its own.
+                    model.embed_passages(&refs).expect("the local model embeds")
+                }
+            };
+            let data: Vec<serde_json::Value> = made
+                .into_iter()
+                .enumerate()
+                .map(
+                    |(i, v)| serde_json::json!({"object": "embedding", "index": i, "embedding": v}),
+                )
+                .collect();
+            (
+                "200 OK",
+                serde_json::json!({"object": "list", "data": data, "model": request["model"]})
+                    .to_string(),
+            )
+        };
+        write!(
+            writer,
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
+            answer.len()
+        )?;
+        writer.flush()?;
+    }
+}
