@@ -74,7 +74,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     for model in &report.models {
         let place = model
             .description
-            .get("dir")
+            .get("path")
             .or_else(|| model.description.get("url"))
             .and_then(|v| v.as_str())
             .unwrap_or("?");

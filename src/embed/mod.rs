@@ -98,7 +98,7 @@ pub trait Embedder: Send + Sync {
 }
 
 /// The configuration that loads a model again from what `Embedder::describe` said of it
-/// (`kind` `local` with `dir`, or `remote` with `url` and `name`; prefixes and maximum length
+/// (`kind` `local` with `path`, or `remote` with `url` and `name`; prefixes and maximum length
 /// when set), for a reader that must embed queries with the model a store's vectors came from.
 /// The caller checks the fingerprint: the folder may have changed since.
 pub fn config_from_description(description: &serde_json::Value) -> Option<ModelConfig> {
@@ -110,7 +110,7 @@ pub fn config_from_description(description: &serde_json::Value) -> Option<ModelC
     };
     match description.get("kind")?.as_str()? {
         "local" => Some(ModelConfig::Local(LocalConfig {
-            dir: PathBuf::from(text("dir")?),
+            dir: PathBuf::from(text("path").or_else(|| text("dir"))?),
             query_prefix: text("query_prefix"),
             passage_prefix: text("passage_prefix"),
             max_tokens: description

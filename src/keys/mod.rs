@@ -686,6 +686,8 @@ fn unavailable(err: Error) -> CallError {
         Error::Busy { .. } => CallError::Busy {
             retry_after_seconds: 1,
         },
+        // A search the store cannot run as asked (semantic mode without vectors).
+        Error::Usage(message) => CallError::InvalidArguments(message),
         other => CallError::Unavailable(other.to_string()),
     }
 }

@@ -102,7 +102,14 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
         "type": "object",
         "properties": {
             "hits": {"type": "array", "items": hit_schema()},
-            "next_cursor": {"type": "string", "description": "present when more hits follow: pass it as cursor, with the same query and filters, for the next page from the same index generation"}
+            "next_cursor": {"type": "string", "description": "present when more hits follow: pass it as cursor, with the same query and filters, for the next page from the same index generation"},
+            "mode": {"type": "string", "enum": ["hybrid", "lexical", "semantic"], "description": "how the hits were ranked"},
+            "semantic_coverage": {
+                "type": "object",
+                "description": "chunks with a vector (what semantic ranking can see) of all chunks; below chunks while the store is still embedding",
+                "properties": {"vectors": {"type": "integer"}, "chunks": {"type": "integer"}},
+                "required": ["vectors", "chunks"]
+            }
         },
         "required": ["generation", "last_ingest", "hits"]
     });
@@ -133,7 +140,7 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
         Tool::new(
             "search_docs",
             format!(
-                "Search the indexed documents (BM25 with English stemming; titles and headings weigh more). Returns up to top_k passages, best first, never the same passage twice; each hit lists every file it appears in, its heading path, line range, a snippet with matched terms in **bold**, and the full passage. Read-only. {KEYS}{ttl}"
+                "Search the indexed documents by words (BM25 with English stemming; identifiers, file names, titles and headings weigh more) and, when the store has embeddings, by meaning, the two fused (mode hybrid, the default then). Returns up to top_k passages, best first, never the same passage twice; each hit lists every file it appears in, its heading path, line range, a snippet with matched terms in **bold**, and the full passage. Read-only. {KEYS}{ttl}"
             ),
             object(json!({
                 "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -143,7 +150,8 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
                     "top_k": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": DEFAULT_TOP_K},
                     "path_prefix": {"type": "string", "description": "only passages from files whose path starts with this"},
                     "tags": {"type": "array", "items": {"type": "string"}, "description": "only documents carrying every one of these front-matter tags"},
-                    "cursor": {"type": "string", "description": "the next_cursor of the previous page; with the same query and filters it gives the next top_k hits from the same index generation"}
+                    "cursor": {"type": "string", "description": "the next_cursor of the previous page; with the same query and filters it gives the next top_k hits from the same index generation"},
+                    "mode": {"type": "string", "enum": ["hybrid", "lexical", "semantic"], "description": "lexical: by words; semantic: by meaning; hybrid: both fused. Default: hybrid when the store has embeddings, else lexical. The answer says the mode used and the semantic coverage."}
                 },
                 "required": ["query"],
                 "additionalProperties": false

@@ -48,6 +48,8 @@
 //! - `two_roots`: the same relative path under two roots is told apart by its root everywhere.
 //! - `agent_cursor`: P6, `search_docs` pages with `cursor` from one generation; bad cursors refused.
 //! - `agent_metrics`: `/metrics` stays valid and bounded whatever tool names requests carry.
+//! - `agent_semantic`: `search_docs` by meaning over MCP and HTTP: `mode`, coverage, the model
+//!   loaded once, replays that embed nothing, pages that keep their mode, refusals.
 //! - `agent_run_keys`: every `runId`/`step` pair is a key of its own, never a direct key.
 //! - `abuse`: hostile bytes, bodies and arguments on the agent path get clear errors, write
 //!   nothing, never leak a file from outside the ingested folders, and the server keeps serving.
@@ -74,6 +76,7 @@ mod agent_keys;
 mod agent_mcp;
 mod agent_metrics;
 mod agent_run_keys;
+mod agent_semantic;
 mod cli;
 mod clients;
 mod config;
