@@ -142,7 +142,7 @@ pub fn query_model(
     use crate::embed;
     let active = ledger.active_model()?;
     let configured_fingerprint = match configured {
-        Some(config) => Some(crate::ingest::embed::model_fingerprint(ledger, config)?),
+        Some(config) => Some(crate::store::model_fingerprint(ledger, config)?),
         None => None,
     };
     if let (Some(config), Some(fingerprint)) = (configured, configured_fingerprint)
@@ -161,8 +161,7 @@ pub fn query_model(
     };
     let recorded = embed::config_from_description(&active.description);
     let loadable = recorded.as_ref().filter(|config| {
-        crate::ingest::embed::model_fingerprint(ledger, config)
-            .is_ok_and(|fp| fp == active.fingerprint)
+        crate::store::model_fingerprint(ledger, config).is_ok_and(|fp| fp == active.fingerprint)
     });
     let short = &active.fingerprint.to_hex()[..12];
     match (loadable, configured) {

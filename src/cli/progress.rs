@@ -1,4 +1,4 @@
-//! The ingest and rebuild progress bar: on stderr, and only when stderr is a terminal.
+//! The ingest, embedding and rebuild progress bar: on stderr, and only when stderr is a terminal.
 
 use std::io::IsTerminal;
 
@@ -36,10 +36,14 @@ impl Progress for Bar {
             );
         } else {
             self.bar.set_length(total);
+            // indicatif's rate and ETA are measured from the phase's start.
+            self.bar.reset_elapsed();
+            self.bar.reset_eta();
+            let unit = if name == "embed" { "passages" } else { "files" };
             self.bar.set_style(
-                ProgressStyle::with_template(
-                    "{msg:>6} [{bar:30}] {pos}/{len} files, {per_sec}, eta {eta}",
-                )
+                ProgressStyle::with_template(&format!(
+                    "{{msg:>6}} [{{bar:30}}] {{pos}}/{{len}} {unit}, {{per_sec}}, eta {{eta}}"
+                ))
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> "),
             );

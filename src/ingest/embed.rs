@@ -23,7 +23,7 @@ use crate::crash::crash_point;
 use crate::embed::{self, Embedder, Fingerprint, ModelConfig};
 use crate::error::{Error, Result};
 use crate::ingest::{Interrupt, Progress};
-use crate::ledger::{Ledger, StoredChunk};
+use crate::ledger::StoredChunk;
 use crate::store::Store;
 
 /// Chunks embedded and committed per ledger transaction.
@@ -56,17 +56,6 @@ pub fn passage_text(chunk: &StoredChunk) -> String {
     } else {
         format!("{}\n\n{}", chunk.heading_path.join(" > "), chunk.text)
     }
-}
-
-/// The fingerprint of a configured model, from the ledger's cache when its files have not
-/// changed since it was computed (then nothing of the model is read), else computed and, when
-/// `ledger` is writable, cached.
-pub fn model_fingerprint(ledger: &Ledger, config: &ModelConfig) -> Result<Fingerprint> {
-    let stat_key = embed::stat_key(config)?;
-    if let Some(fingerprint) = ledger.cached_fingerprint(&stat_key)? {
-        return Ok(fingerprint);
-    }
-    embed::fingerprint(config)
 }
 
 fn cached_model_fingerprint(store: &mut Store, config: &ModelConfig) -> Result<Fingerprint> {

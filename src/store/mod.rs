@@ -411,6 +411,19 @@ fn writer_of<'a>(slot: &'a mut Option<Writer>, index: &Index) -> Result<&'a mut 
     Ok(slot.as_mut().expect("the writer was just opened"))
 }
 
+/// The fingerprint of a configured model, from the ledger's cache when its files have not
+/// changed since it was computed (then nothing of the model is read), else computed.
+pub fn model_fingerprint(
+    ledger: &Ledger,
+    config: &crate::embed::ModelConfig,
+) -> Result<crate::embed::Fingerprint> {
+    let stat_key = crate::embed::stat_key(config)?;
+    if let Some(fingerprint) = ledger.cached_fingerprint(&stat_key)? {
+        return Ok(fingerprint);
+    }
+    crate::embed::fingerprint(config)
+}
+
 /// Opens an existing store's ledger for reading, without the index: for the commands that read
 /// the ledger alone (`export`, `status`, `audit`, `usage`), which must work while the index is
 /// missing or damaged. Fails with `Error::NoStore` when there is no ledger.
