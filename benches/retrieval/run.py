@@ -159,7 +159,7 @@ def run_mode(groundidx, store, corpus, queries, mode, allow_partial) -> dict:
             )
     return {
         "mode": mode or "default",
-        "reported_mode": sorted(reported_modes)[0] if len(reported_modes) == 1 else sorted(reported_modes) or None,
+        "reported_mode": ", ".join(sorted(reported_modes)) or None,
         "coverage": coverage,
         "partial": partial,
         "search_seconds": seconds,
