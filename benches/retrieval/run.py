@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Retrieval quality of groundidx on a documentation corpus: hit@1, hit@3 and MRR@10.
+"""Retrieval quality of groundidx on a documentation corpus: hit@1, hit@3, hit@10 and MRR@10.
 
 Usage:
   run.py --bin PATH --corpus DIR --questions FILE [--store DIR] [--mode lexical|semantic|hybrid]...
@@ -13,7 +13,7 @@ Without `--mode`, one run is made without the flag (the binary's default mode).
 
 A query's ranking is the list of documents of its hits (a hit's document is its first path,
 relative to the corpus root), each kept at its best rank.
-hit@k: an expected page is among the first k documents; MRR@10: the mean of 1/rank of the
+hit@k: an expected page is among the first k documents (k = 1, 3, 10); MRR@10: the mean of 1/rank of the
 first expected page in the top 10 hits (0 when none is there).
 Figures are given per mode and per kind (question / identifier).
 
@@ -187,6 +187,7 @@ def figures(per_query: list[dict]) -> dict:
             "n": len(group),
             "hit@1": sum(1 for r in ranks if r is not None and r <= 1) / len(ranks),
             "hit@3": sum(1 for r in ranks if r is not None and r <= 3) / len(ranks),
+            "hit@10": sum(1 for r in ranks if r is not None and r <= TOP_K) / len(ranks),
             "mrr@10": sum(1 / r for r in ranks if r is not None and r <= TOP_K) / len(ranks),
         }
     return result
@@ -196,8 +197,8 @@ def markdown(report: dict) -> str:
     lines = [
         f"corpus `{report['corpus']}`, {sum(f['n'] for k, f in report['modes'][0]['figures'].items() if k != 'all')} queries, top {report['top_k']}",
         "",
-        "| mode | reported mode | coverage | kind | n | hit@1 | hit@3 | MRR@10 |",
-        "|---|---|---|---|---|---|---|---|",
+        "| mode | reported mode | coverage | kind | n | hit@1 | hit@3 | hit@10 | MRR@10 |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for run in report["modes"]:
         coverage = "" if run["coverage"] is None else f"{run['coverage']:.3f}" + (" (partial)" if run["partial"] else "")
@@ -205,7 +206,7 @@ def markdown(report: dict) -> str:
         for kind, f in run["figures"].items():
             lines.append(
                 f"| {run['mode']} | {reported} | {coverage} | {kind} | {f['n']} | "
-                f"{f['hit@1']:.3f} | {f['hit@3']:.3f} | {f['mrr@10']:.3f} |"
+                f"{f['hit@1']:.3f} | {f['hit@3']:.3f} | {f['hit@10']:.3f} | {f['mrr@10']:.3f} |"
             )
     return "\n".join(lines)
 
