@@ -31,8 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import binary
-from binary import MODES, Failure
+sys.dont_write_bytecode = True  # importing binary.py must not leave __pycache__ in the repository
+import binary  # noqa: E402
+from binary import MODES, Failure  # noqa: E402
 
 TOP_K = 10
 KINDS = ("question", "identifier")

@@ -29,8 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import binary
-from binary import MODES, Failure
+sys.dont_write_bytecode = True  # importing binary.py must not leave __pycache__ in the repository
+import binary  # noqa: E402
+from binary import MODES, Failure  # noqa: E402
 
 TOP_K = 100
 REPOSITORY = Path(__file__).resolve().parent.parent.parent
