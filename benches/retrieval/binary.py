@@ -114,13 +114,13 @@ def ranked_documents(answer: dict, root: Path) -> list[str]:
 
 
 def coverage_fraction(coverage) -> float | None:
-    """The share of chunks a semantic answer could see, from the answer's `coverage`.
-
-    Accepts a number, or an object with a `fraction`/`ratio`, or with embedded and total counts.
-    Returns None when the value has none of these shapes.
-    """
-    if isinstance(coverage, bool):
-        return None
+    """The share of chunks a semantic answer could see, from the answer's `semantic_coverage`
+    (`{"vectors", "chunks"}`, the `search --json` contract). None for any other shape."""
+    if isinstance(coverage, dict):
+        vectors, chunks = coverage.get("vectors"), coverage.get("chunks")
+        if isinstance(vectors, int) and isinstance(chunks, int) and not isinstance(vectors, bool):
+            return vectors / chunks if chunks else 1.0
+    return None
     if isinstance(coverage, (int, float)):
         return float(coverage)
     if isinstance(coverage, dict):

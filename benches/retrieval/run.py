@@ -141,8 +141,8 @@ def run_mode(groundidx, store, corpus, queries, mode, allow_partial) -> dict:
         answer = binary.search(groundidx, store, entry["query"], TOP_K, mode)
         if "mode" in answer:
             reported_modes.add(str(answer["mode"]))
-        if "coverage" in answer:
-            coverages.append(answer["coverage"])
+        if answer.get("mode") not in (None, "lexical") and "semantic_coverage" in answer:
+            coverages.append(answer["semantic_coverage"])
         documents = binary.ranked_documents(answer, corpus)
         rank = next((i + 1 for i, d in enumerate(documents) if d in entry["expected"]), None)
         per_query.append({"query": entry["query"], "kind": entry["kind"], "rank": rank, "top": documents[:3]})

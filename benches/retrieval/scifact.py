@@ -129,8 +129,8 @@ def run_mode(groundidx, store, docs, qrels, queries, mode, allow_partial) -> dic
         answer = binary.search(groundidx, store, text, TOP_K, mode)
         if "mode" in answer:
             reported_modes.add(str(answer["mode"]))
-        if "coverage" in answer:
-            coverages.append(answer["coverage"])
+        if answer.get("mode") not in (None, "lexical") and "semantic_coverage" in answer:
+            coverages.append(answer["semantic_coverage"])
         ranked = [Path(path).stem for path in binary.ranked_documents(answer, docs)]
         relevant = qrels[query_id]
         ndcgs.append(ndcg_at(ranked, relevant, 10))
