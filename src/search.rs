@@ -280,7 +280,7 @@ pub fn search_page(
     offset: usize,
 ) -> Result<SearchPage> {
     let snapshot = sources_in.snapshot;
-    let mode = sources_in.resolve(request.mode)?;
+    let mut mode = sources_in.resolve(request.mode)?;
     if request.top_k == 0 || request.top_k > MAX_TOP_K {
         return Err(Error::Usage(format!(
             "top_k must be between 1 and {MAX_TOP_K}, not {}",
@@ -305,7 +305,19 @@ pub fn search_page(
     };
     let config = QueryConfig::default();
     let query_vector = match sources_in.semantic() {
-        Some((_, embedder)) if mode != Mode::Lexical => Some(embedder.embed_query(&request.query)?),
+        Some((_, embedder)) if mode != Mode::Lexical => {
+            match embedder.embed_query(&request.query) {
+                Ok(vector) => Some(vector),
+                // Hybrid only because it was the default: words alone still answer, and the
+                // answer's mode says so.
+                Err(err) if request.mode.is_none() => {
+                    tracing::warn!(error = %err, "the query could not be embedded; searching by words alone");
+                    mode = Mode::Lexical;
+                    None
+                }
+                Err(err) => return Err(err),
+            }
+        }
         _ => None,
     };
     // One hit past the page says whether another page follows.

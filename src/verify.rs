@@ -187,9 +187,11 @@ fn verify_vectors(reader: &StoreReader) -> Result<Option<VectorCheck>> {
         Ok(Some(set)) => set,
         Ok(None) => {
             check.problem = Some(format!(
-                "{} is missing\nhint: run `groundidx rebuild`",
+                "{} is missing\nhint: the next ingest makes it again, or run `groundidx rebuild`",
                 path.display()
             ));
+            // A writer that failed before making it leaves this; the next one heals it.
+            check.lag_only = check.ledger_vectors == 0;
             return Ok(Some(check));
         }
         Err(err) => {

@@ -104,13 +104,28 @@ pub fn load_query_model(
     let ledger = match groundidx::store::open_ledger(dir) {
         Ok(ledger) => ledger,
         Err(Error::NoStore { .. }) => {
-            return configured.as_ref().map(groundidx::embed::load).transpose();
+            return match configured.as_ref().map(groundidx::embed::load).transpose() {
+                Err(err @ Error::Model { .. }) => {
+                    output::notice(&format!("{err}; searching by words alone"));
+                    Ok(None)
+                }
+                other => other,
+            };
         }
         Err(err) => return Err(err),
     };
-    let chosen = groundidx::search::query_model(&ledger, configured.as_ref())?;
-    if let Some(notice) = &chosen.notice {
-        output::notice(notice);
+    // A model that cannot be loaded costs semantic search only: words still answer.
+    match groundidx::search::query_model(&ledger, configured.as_ref()) {
+        Ok(chosen) => {
+            if let Some(notice) = &chosen.notice {
+                output::notice(notice);
+            }
+            Ok(chosen.model)
+        }
+        Err(err @ Error::Model { .. }) => {
+            output::notice(&format!("{err}; searching by words alone"));
+            Ok(None)
+        }
+        Err(err) => Err(err),
     }
-    Ok(chosen.model)
 }

@@ -19,6 +19,8 @@ use crate::ids::{self, StreamHash};
 const ATTEMPTS: u32 = 4;
 /// The pause before the second try; doubled for each one after.
 const FIRST_PAUSE: Duration = Duration::from_millis(500);
+/// The longest vector accepted.
+const MAX_DIMS: usize = 65_536;
 /// The longest pause a `Retry-After` may ask for.
 const MAX_PAUSE: Duration = Duration::from_secs(10);
 
@@ -102,8 +104,11 @@ impl RemoteModel {
         };
         let probe = model.request(&["dimension probe".to_string()])?;
         model.dims = probe[0].len();
-        if model.dims == 0 {
-            return Err(model.error("it answered an empty vector"));
+        if model.dims == 0 || model.dims > MAX_DIMS {
+            return Err(model.error(format!(
+                "it answered a vector of {} dimensions (1 to {MAX_DIMS} are accepted)",
+                model.dims
+            )));
         }
         Ok(model)
     }
@@ -211,6 +216,11 @@ impl RemoteModel {
             ));
         }
         let dims = rows[0].1.len();
+        if rows.iter().any(|(_, v)| v.iter().any(|x| !x.is_finite())) {
+            return Err(Failure::Fatal(
+                "it answered a vector with a value that is not a finite number".into(),
+            ));
+        }
         if rows.iter().any(|(_, v)| v.len() != dims) {
             return Err(Failure::Fatal(
                 "it answered vectors of different lengths".into(),

@@ -143,41 +143,21 @@ fn embed_store(
                 .activate_model(&fingerprint, clock::now_ms())?;
         }
         progress.phase("embed", missing);
-        let mut last_sync = Instant::now();
-        let mut after = None;
-        loop {
-            interrupt.check_embedding(report.embedded, missing)?;
-            let page =
-                store
-                    .ledger()
-                    .chunks_without_vector(&fingerprint, after.as_ref(), EMBED_PAGE)?;
-            let Some(last) = page.last() else {
-                break;
-            };
-            after = Some(last.id);
-            let texts: Vec<String> = page.iter().map(passage_text).collect();
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let vectors = model.embed_passages(&refs)?;
-            if vectors.len() != page.len() || vectors.iter().any(|v| v.len() != model.dims()) {
-                return Err(Error::Model {
-                    model: fingerprint.to_hex(),
-                    message: format!(
-                        "it returned {} vectors for {} passages, or vectors of another length than {}",
-                        vectors.len(),
-                        page.len(),
-                        model.dims()
-                    ),
-                });
+        let paged = embed_pages(
+            store,
+            model,
+            &fingerprint,
+            missing,
+            interrupt,
+            progress,
+            &mut report,
+        );
+        if let Err(err) = paged {
+            // What was committed before the failure is searchable: the vector index follows it.
+            if let Err(sync) = store.sync_vectors() {
+                tracing::warn!(error = %sync, "the vector index could not be made again");
             }
-            report.embedded += page.len() as u64;
-            let rows: Vec<_> = page.iter().map(|chunk| chunk.id).zip(vectors).collect();
-            store.ledger_mut().insert_vectors(&fingerprint, &rows)?;
-            crash_point("embed.after_commit");
-            progress.advance(page.len() as u64);
-            if last_sync.elapsed() >= SYNC_EVERY {
-                store.sync_vectors()?;
-                last_sync = Instant::now();
-            }
+            return Err(err);
         }
     }
     let after = store.ledger().vector_coverage(&fingerprint)?;
@@ -200,4 +180,67 @@ fn embed_store(
     store.sync_vectors()?;
     report.duration_ms = started.elapsed().as_millis() as u64;
     Ok(report)
+}
+
+/// Gives the model every chunk without a vector, a page at a time, each page one transaction.
+fn embed_pages(
+    store: &mut Store,
+    model: &dyn Embedder,
+    fingerprint: &Fingerprint,
+    missing: u64,
+    interrupt: &Interrupt,
+    progress: &dyn Progress,
+    report: &mut EmbedReport,
+) -> Result<()> {
+    let mut last_sync = Instant::now();
+    let mut after = None;
+    loop {
+        interrupt.check_embedding(report.embedded, missing)?;
+        let page = store
+            .ledger()
+            .chunks_without_vector(fingerprint, after.as_ref(), EMBED_PAGE)?;
+        let Some(last) = page.last() else {
+            return Ok(());
+        };
+        after = Some(last.id);
+        let texts: Vec<String> = page.iter().map(passage_text).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = model.embed_passages(&refs)?;
+        let bad = |message: String| Error::Model {
+            model: fingerprint.to_hex(),
+            message,
+        };
+        if vectors.len() != page.len() {
+            return Err(bad(format!(
+                "it returned {} vectors for {} passages",
+                vectors.len(),
+                page.len()
+            )));
+        }
+        for (chunk, vector) in page.iter().zip(&vectors) {
+            if vector.len() != model.dims() {
+                return Err(bad(format!(
+                    "it returned a vector of {} dimensions for chunk {}, not {}",
+                    vector.len(),
+                    chunk.id,
+                    model.dims()
+                )));
+            }
+            if vector.iter().any(|x| !x.is_finite()) {
+                return Err(bad(format!(
+                    "it returned a vector with a value that is not a number for chunk {}",
+                    chunk.id
+                )));
+            }
+        }
+        report.embedded += page.len() as u64;
+        let rows: Vec<_> = page.iter().map(|chunk| chunk.id).zip(vectors).collect();
+        store.ledger_mut().insert_vectors(fingerprint, &rows)?;
+        crash_point("embed.after_commit");
+        progress.advance(page.len() as u64);
+        if last_sync.elapsed() >= SYNC_EVERY {
+            store.sync_vectors()?;
+            last_sync = Instant::now();
+        }
+    }
 }

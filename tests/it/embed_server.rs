@@ -20,6 +20,9 @@ pub enum Vectors {
     Words,
     /// The local model.
     Model(Arc<dyn Embedder>),
+    /// Word vectors for a first request (the probe), then a broken answer of this kind:
+    /// `fewer` (one vector short), `ragged` (vectors of two lengths), `garbage` (not JSON).
+    Broken(&'static str),
 }
 
 /// A running server; it stops when dropped.
@@ -202,8 +205,32 @@ fn serve(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .extend(batch.iter().cloned());
+            let first = inputs.load(Ordering::SeqCst) == batch.len() as u64;
             let made: Vec<Vec<f32>> = match vectors {
                 Vectors::Words => batch.iter().map(|t| word_vector(t)).collect(),
+                Vectors::Broken(_) if first => batch.iter().map(|t| word_vector(t)).collect(),
+                Vectors::Broken("fewer") => batch.iter().skip(1).map(|t| word_vector(t)).collect(),
+                Vectors::Broken("ragged") => batch
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        let mut v = word_vector(t);
+                        if i % 2 == 1 {
+                            v.push(1.0);
+                        }
+                        v
+                    })
+                    .collect(),
+                Vectors::Broken(_) => {
+                    let garbage = "<html>502 Bad Gateway</html>";
+                    write!(
+                        writer,
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\r\n{garbage}",
+                        garbage.len()
+                    )?;
+                    writer.flush()?;
+                    continue;
+                }
                 Vectors::Model(model) => {
                     let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
                     // The client adds the prefixes; the model here adds none of its own.

@@ -435,3 +435,36 @@ fn a_failing_server_is_retried_by_one_layer() {
     assert_eq!(embedded(&report), chunk_count(&env), "{report}");
     assert_vectors_verified(&env);
 }
+
+#[test]
+fn a_broken_answer_stores_no_vector_and_says_what_was_wrong() {
+    for (kind, expected) in [
+        ("fewer", "vectors for"),
+        ("ragged", "different lengths"),
+        ("garbage", "not an embeddings list"),
+    ] {
+        let env = Env::sample();
+        let server = EmbedServer::start(Vectors::Broken(kind));
+        let docs = env.docs.to_str().expect("utf-8");
+        let flags = server.flags("broken");
+        let mut args: Vec<&str> = vec!["ingest", docs];
+        args.extend(flags.iter().map(String::as_str));
+        let output = env.run(&args);
+        assert_eq!(output.status.code(), Some(1), "{kind}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{kind}: {stderr}");
+        assert!(stderr.contains(&server.url()), "{kind}: {stderr}");
+        let status = env.json(&["status", "--json"]);
+        for model in status["models"].as_array().expect("models") {
+            assert_eq!(model["vectors"], 0, "{kind}: {status}");
+        }
+        // The lexical part is whole and searchable.
+        assert!(
+            !env.search("rotate keys", 3)["hits"]
+                .as_array()
+                .expect("hits")
+                .is_empty()
+        );
+        env.assert_verified();
+    }
+}
