@@ -43,6 +43,8 @@
 //!   problem types that lead to a page, one `top_k` range, JSON-RPC errors for bad stdio lines.
 //! - `clients`: the official TypeScript and Python MCP SDK clients against both servers: every
 //!   tool error's message shown, identical results in each protocol revision.
+//! - `semantic`: search by meaning with the real local model; the same model behind the
+//!   embeddings API ranks the same.
 //! - `search_generation`: an answer, its audit row and its replay name the commit searched.
 //! - `agent_concurrency`: concurrent clients during ingests get whole generations, never older.
 //! - `two_roots`: the same relative path under two roots is told apart by its root everywhere.
@@ -102,6 +104,7 @@ mod prompt;
 mod reingest;
 mod search;
 mod search_generation;
+mod semantic;
 mod serve_signals;
 mod signals;
 mod stat_cache;
