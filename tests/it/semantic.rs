@@ -38,7 +38,10 @@ fn a_question_without_the_answers_words_is_found_by_meaning() {
     let semantic = env.json(&["search", question, "--json", "--mode", "semantic"]);
     let hybrid = env.json(&["search", question, "--json"]);
     assert_eq!(semantic["mode"], "semantic");
-    assert_eq!(hybrid["mode"], "hybrid", "the default with vectors: {hybrid}");
+    assert_eq!(
+        hybrid["mode"], "hybrid",
+        "the default with vectors: {hybrid}"
+    );
     assert_eq!(
         first_paths(&semantic).first().map(String::as_str),
         Some("handbook/deploys.md"),
