@@ -27,7 +27,7 @@ use crate::ledger::StoredChunk;
 use crate::store::Store;
 
 /// Chunks embedded and committed per ledger transaction.
-pub const EMBED_PAGE: usize = 256;
+pub const EMBED_PAGE: usize = 128;
 /// How often a long embedding run makes the vector index again, so search sees its progress.
 const SYNC_EVERY: Duration = Duration::from_secs(60);
 
@@ -105,6 +105,25 @@ fn embed_store(
         Some(model) => model.fingerprint(),
         None => cached_model_fingerprint(store, config)?,
     };
+    let generation = store.ledger().generation()?;
+    if store.ledger().model_complete_at(&fingerprint)? == Some(generation)
+        && store
+            .ledger()
+            .active_model()?
+            .is_some_and(|m| m.fingerprint == fingerprint)
+    {
+        // Nothing changed since this model's vectors covered every chunk: no count needed.
+        let chunks = store.ledger().counts()?.chunks;
+        store.sync_vectors()?;
+        return Ok(EmbedReport {
+            model: fingerprint.to_hex(),
+            vectors: chunks,
+            chunks,
+            active: true,
+            duration_ms: started.elapsed().as_millis() as u64,
+            ..EmbedReport::default()
+        });
+    }
     let before = store.ledger().vector_coverage(&fingerprint)?;
     let mut report = EmbedReport {
         model: fingerprint.to_hex(),
@@ -177,6 +196,11 @@ fn embed_store(
         .ledger()
         .active_model()?
         .is_some_and(|m| m.fingerprint == fingerprint);
+    if after.vectors == after.chunks {
+        store
+            .ledger_mut()
+            .mark_model_complete(&fingerprint, generation)?;
+    }
     store.sync_vectors()?;
     report.duration_ms = started.elapsed().as_millis() as u64;
     Ok(report)

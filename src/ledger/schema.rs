@@ -43,7 +43,10 @@ CREATE TABLE embedding_models (
     description  TEXT NOT NULL,
     dims         INTEGER NOT NULL,
     first_seen   INTEGER NOT NULL,
-    active_since INTEGER
+    active_since INTEGER,
+    -- The generation at which the model's vectors last covered every chunk: while the
+    -- generation is still that one, a run knows without counting that nothing lacks a vector.
+    complete_at  INTEGER
 ) WITHOUT ROWID;
 
 -- What a model folder's files looked like when its fingerprint was computed, so that a run

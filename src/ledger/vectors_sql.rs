@@ -12,7 +12,7 @@ use super::{Ledger, StoredChunk, chunk_id_column, decode_heading, sql_error};
 use crate::crash::crash_point;
 use crate::embed::Fingerprint;
 use crate::error::Result;
-use crate::ids::ChunkId;
+use crate::ids::{ChunkId, Generation};
 
 /// A model as the ledger knows it.
 #[derive(Clone, Debug, PartialEq)]
@@ -173,6 +173,37 @@ impl Ledger {
             )
             .map(drop)
             .map_err(sql_error("activate the embedding model"))
+    }
+
+    /// The generation at which `model`'s vectors last covered every chunk, if they did.
+    pub fn model_complete_at(&self, model: &Fingerprint) -> Result<Option<Generation>> {
+        if !self.has_vector_tables()? {
+            return Ok(None);
+        }
+        self.conn
+            .query_row(
+                "SELECT complete_at FROM embedding_models WHERE fingerprint = ?1",
+                [model.0.as_slice()],
+                |row| row.get::<_, Option<i64>>(0),
+            )
+            .optional()
+            .map(|found| found.flatten().map(|g| Generation(g as u64)))
+            .map_err(sql_error("read embedding models"))
+    }
+
+    /// Records that `model`'s vectors cover every chunk of generation `generation`.
+    pub fn mark_model_complete(
+        &mut self,
+        model: &Fingerprint,
+        generation: Generation,
+    ) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE embedding_models SET complete_at = ?2 WHERE fingerprint = ?1",
+                params![model.0.as_slice(), generation.0 as i64],
+            )
+            .map(drop)
+            .map_err(sql_error("record a complete embedding"))
     }
 
     /// The number of committed batches of vectors so far.
