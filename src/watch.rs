@@ -61,7 +61,8 @@ pub fn watch(
             })?;
     }
     let run_once = || -> Result<IngestReport> {
-        let (mut store, _) = Store::open(&store_dir, config.wait)?;
+        let (mut store, _) =
+            Store::open_with(&store_dir, config.wait, config.ingest.store.clone())?;
         let report = ingest(&mut store, &roots, &config.ingest, &NoProgress)?;
         store.close()?;
         Ok(report)

@@ -76,6 +76,8 @@ pub struct Chunk {
 pub struct ChunkedDocument {
     pub title: Option<String>,
     pub tags: Vec<String>,
+    /// The front matter's top-level scalar fields, by key (`front_matter::FrontMatter::fields`).
+    pub fields: std::collections::BTreeMap<String, String>,
     pub chunks: Vec<Chunk>,
     /// Problems worth telling the user about; the chunks are still as good as the input allows.
     pub warnings: Vec<String>,
@@ -107,6 +109,7 @@ pub fn chunk_document(kind: DocKind, text: &str, config: &ChunkConfig) -> Chunke
             ChunkedDocument {
                 title: front.title.or_else(|| first_heading(&units)),
                 tags: front.tags,
+                fields: front.fields,
                 chunks,
                 warnings,
             }
@@ -122,6 +125,7 @@ pub fn chunk_document(kind: DocKind, text: &str, config: &ChunkConfig) -> Chunke
             ChunkedDocument {
                 title: None,
                 tags: Vec::new(),
+                fields: Default::default(),
                 chunks,
                 warnings,
             }

@@ -16,7 +16,7 @@ use groundidx::{Error, Result};
 
 use crate::cli::agent_args::{AgentArgs, parse_ttl};
 use crate::cli::embed_args::EmbedArgs;
-use crate::cli::index_args::{IndexArgs, check_chunk_size};
+use crate::cli::index_args::{IdFieldArgs, IndexArgs, check_chunk_size};
 use crate::cli::serve::HttpArgs;
 use crate::cli::{Cli, Command, ExitCode, output, style};
 
@@ -34,6 +34,7 @@ struct FileSettings {
     exclude: Option<Vec<String>>,
     chunk_size: Option<usize>,
     max_file_size: Option<u64>,
+    id_fields: Option<Vec<String>>,
     key_ttl: Option<String>,
     rate_limit: Option<String>,
     client_id: Option<String>,
@@ -228,6 +229,19 @@ impl Layers<'_> {
             Some("GROUNDIDX_MAX_FILE_SIZE"),
             &mut args.max_file_size,
             file.and_then(|f| f.max_file_size),
+            |_, v| Ok(v),
+        )?;
+        self.id_fields(&mut args.id_fields)
+    }
+
+    fn id_fields(&mut self, args: &mut IdFieldArgs) -> Result<()> {
+        let file = self.file.map(|f| &f.settings);
+        self.layer(
+            "id_fields",
+            "--id-fields",
+            Some("GROUNDIDX_ID_FIELDS"),
+            &mut args.id_fields,
+            file.and_then(|f| f.id_fields.clone()),
             |_, v| Ok(v),
         )
     }
@@ -438,6 +452,7 @@ pub fn apply(cli: &mut Cli, matches: &ArgMatches) -> Result<Vec<Setting>> {
         }
         Command::Search(args) => layers.embed(&mut args.embed)?,
         Command::Embed(args) => layers.embed(&mut args.embed)?,
+        Command::Rebuild(args) => layers.id_fields(&mut args.id_fields)?,
         Command::Config(args) => {
             layers.roots(&mut args.roots)?;
             layers.index(&mut args.index)?;

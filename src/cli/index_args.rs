@@ -1,9 +1,12 @@
 //! Arguments shared by everything that ingests (`ingest`, `serve --reindex`): what to leave
-//! out and how to chunk. Two writers of one store must agree on these, or each run would
-//! replace the other's chunks; `groundidx.toml` is the place to set them once.
+//! out and how to chunk; and by every writer (those and `rebuild`): which front-matter fields
+//! are identifiers. Two writers of one store must agree on these, or each run would replace
+//! the other's chunks; `groundidx.toml` is the place to set them once.
 
 use groundidx::chunk::{ChunkConfig, DEFAULT_CHUNK_SIZE};
+use groundidx::index::{DEFAULT_ID_FIELDS, IdFields};
 use groundidx::ingest::{DEFAULT_BATCH_FILES, DEFAULT_MAX_FILE_SIZE, IngestConfig};
+use groundidx::store::StoreConfig;
 
 /// The smallest and largest `--chunk-size`.
 pub const CHUNK_SIZE_RANGE: std::ops::RangeInclusive<usize> = 50..=100_000;
@@ -22,6 +25,40 @@ pub struct IndexArgs {
     /// Skip files larger than this many bytes, with a warning
     #[arg(long, value_name = "BYTES", env = "GROUNDIDX_MAX_FILE_SIZE", default_value_t = DEFAULT_MAX_FILE_SIZE)]
     pub max_file_size: u64,
+
+    #[command(flatten)]
+    pub id_fields: IdFieldArgs,
+}
+
+/// Which front-matter fields are searched as identifiers.
+#[derive(Debug, clap::Args)]
+pub struct IdFieldArgs {
+    /// Front-matter keys whose values are searched as identifiers, comma-separated ('' for
+    /// none); a change reaches the whole index at `groundidx rebuild`
+    #[arg(long, value_name = "KEYS", env = "GROUNDIDX_ID_FIELDS", value_delimiter = ',', default_values_t = default_id_fields())]
+    pub id_fields: Vec<String>,
+}
+
+fn default_id_fields() -> Vec<String> {
+    DEFAULT_ID_FIELDS
+        .iter()
+        .map(|key| key.to_string())
+        .collect()
+}
+
+impl IdFieldArgs {
+    /// The store configuration these arguments describe.
+    pub fn store_config(&self) -> StoreConfig {
+        let keys: Vec<String> = self
+            .id_fields
+            .iter()
+            .map(|key| key.trim().to_string())
+            .filter(|key| !key.is_empty())
+            .collect();
+        StoreConfig {
+            id_fields: IdFields::new(&keys),
+        }
+    }
 }
 
 /// Parses and range-checks a chunk size, for the flag and the configuration file alike.
@@ -55,6 +92,7 @@ impl IndexArgs {
             excludes: self.exclude.clone(),
             max_file_size: self.max_file_size,
             batch_files: DEFAULT_BATCH_FILES,
+            store: self.id_fields.store_config(),
             ..IngestConfig::default()
         }
     }

@@ -89,7 +89,11 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     if args.watch {
         return watch(cli, args, config, &interrupt);
     }
-    let (mut store, _caught_up) = Store::open(&cli.store_dir(), args.wait.lock_wait())?;
+    let (mut store, _caught_up) = Store::open_with(
+        &cli.store_dir(),
+        args.wait.lock_wait(),
+        config.store.clone(),
+    )?;
     let bar = Bar::new(cli.quiet || cli.json);
     let result = ingest::ingest(&mut store, &args.roots, &config, &bar);
     bar.finish();

@@ -3,6 +3,7 @@
 use groundidx::Result;
 use groundidx::store::Store;
 
+use crate::cli::index_args::IdFieldArgs;
 use crate::cli::output;
 use crate::cli::{Cli, ExitCode, WaitArgs};
 
@@ -15,6 +16,9 @@ use crate::cli::{Cli, ExitCode, WaitArgs};
 pub struct Args {
     #[command(flatten)]
     pub wait: WaitArgs,
+
+    #[command(flatten)]
+    pub id_fields: IdFieldArgs,
 }
 
 #[derive(serde::Serialize)]
@@ -28,7 +32,8 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     if !dir.join("ledger.sqlite").exists() {
         return Err(groundidx::Error::NoStore { path: dir });
     }
-    let (store, generation) = Store::open_and_rebuild(&dir, args.wait.lock_wait())?;
+    let (store, generation) =
+        Store::open_and_rebuild_with(&dir, args.wait.lock_wait(), args.id_fields.store_config())?;
     let chunks = store.ledger().counts()?.chunks;
     store.close()?;
     let report = RebuildReport {

@@ -2,10 +2,15 @@
 //! tantivy.
 //!
 //! Each Tantivy document is one chunk: its ID (a raw term, for `delete_term`), its heading path
-//! (stemmed, boosted), its heading path and text together (stemmed: the scored body), the text
-//! as written (stored only), and a 64-bit key of the ID as a fast field for filters. Paths, tags and line ranges are *not* in the index: they live in the ledger, so a
-//! rename or a tag edit never rewrites the index. The commit payload holds the ledger generation
-//! the commit brings the index to.
+//! (boosted), its heading path and text together (the scored body), the text as written (stored
+//! only), a 64-bit key of the ID as a fast field for filters, and the labels of the documents
+//! that hold it (`ChunkLabels`: file name stems, front-matter titles, identifier fields), each
+//! its own boosted field. Every text field goes through one analyzer (`tokenizer`:
+//! identifier-aware words, lower case, English stemmer), and so does every query. Paths, tags
+//! and line ranges are *not* in the index: they live in the ledger, so a tag edit never
+//! rewrites the index; only a change of a document's set of file name stems does (the store
+//! logs its chunks again). The commit payload holds the ledger generation the commit brings
+//! the index to.
 //!
 //! A reader searches a `Snapshot`: one Tantivy searcher together with the generation of that
 //! very commit, read from the commit whose segments the searcher holds (never from a later read
@@ -17,6 +22,7 @@
 
 mod directory;
 mod query;
+mod tokenizer;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
@@ -47,12 +53,84 @@ const KEEP_REPLACED_FOR: Duration = Duration::from_secs(10 * 60);
 /// How often a reload reads `meta.json` again when commits land while it looks.
 const CAPTURE_TRIES: usize = 16;
 
+pub use tokenizer::MAX_PARTS;
+
 /// A chunk as the index receives it.
 #[derive(Clone, Debug)]
 pub struct IndexedChunk<'a> {
     pub id: ChunkId,
     pub heading_path: &'a [String],
     pub text: &'a str,
+    /// What the documents that hold the chunk are called.
+    pub labels: &'a ChunkLabels,
+}
+
+/// What the documents holding a chunk are called, as the index scores it: each list one
+/// field of the chunk's Tantivy document, with its own weight (`QueryConfig`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChunkLabels {
+    /// The file name stems of every source of every such document (`tar`, `eip-1559`).
+    pub names: Vec<String>,
+    /// Their front-matter titles.
+    pub titles: Vec<String>,
+    /// The values of their identifier fields (`IdFields`).
+    pub ids: Vec<String>,
+}
+
+/// The front-matter keys whose values are indexed as identifiers when `id_fields` is not set.
+/// Keys that name a thing (`id`, `slug`, `name`, `aliases`), and the numbering schemes of
+/// standards and proposals; never free text (`author`, `description`, `summary`), whose words
+/// would make every document by one author a hit for the author's name, nor references to
+/// other documents (`requires`, `replaces`), which would make a document a hit for another's
+/// number.
+pub const DEFAULT_ID_FIELDS: &[&str] = &[
+    "id",
+    "uid",
+    "slug",
+    "name",
+    "alias",
+    "aliases",
+    "key",
+    "code",
+    "identifier",
+    "permalink",
+    "number",
+    "eip",
+    "erc",
+    "bip",
+    "rfc",
+    "pep",
+    "cve",
+    "adr",
+];
+
+/// Which front-matter fields are identifiers, by key (compared without case).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdFields(Vec<String>);
+
+impl IdFields {
+    pub fn new(keys: &[String]) -> IdFields {
+        IdFields(keys.iter().map(|key| key.trim().to_lowercase()).collect())
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.0.iter().any(|known| known.eq_ignore_ascii_case(key))
+    }
+
+    pub fn keys(&self) -> &[String] {
+        &self.0
+    }
+}
+
+impl Default for IdFields {
+    fn default() -> Self {
+        IdFields(
+            DEFAULT_ID_FIELDS
+                .iter()
+                .map(|key| key.to_string())
+                .collect(),
+        )
+    }
 }
 
 /// A hit as the index returns it; `search` adds the sources from the ledger.
@@ -71,6 +149,12 @@ pub struct IndexHit {
 pub struct QueryConfig {
     /// Weight of a match in the heading path (title and headings) against one in the text.
     pub heading_boost: f32,
+    /// Weight of a match in the file name stems of the chunk's documents.
+    pub name_boost: f32,
+    /// Weight of a match in the front-matter titles of the chunk's documents.
+    pub title_boost: f32,
+    /// Weight of a match in the identifier fields of the chunk's documents.
+    pub id_boost: f32,
 }
 
 impl Default for QueryConfig {
@@ -78,11 +162,37 @@ impl Default for QueryConfig {
         // The heading path is already scored inside the body; this extra weight on a match
         // in the heading alone was chosen on SciFact (nDCG@10: 0.6854 at 0, 0.6968 at 0.25,
         // 0.6814 at 0.5, 0.6379 at 1.5).
+        // The name, title and identifier weights: see BOOSTS below.
         QueryConfig {
             heading_boost: 0.25,
+            name_boost: BOOSTS.name,
+            title_boost: BOOSTS.title,
+            id_boost: BOOSTS.id,
         }
     }
 }
+
+struct Boosts {
+    name: f32,
+    title: f32,
+    id: f32,
+}
+
+/// The weights of the label fields. A file name or an identifier is a short field that a
+/// query naming the document matches in full, so its BM25 score is already high; the weight
+/// has to lift the named document over short passages that cite the name several times.
+/// Chosen on the EIP-like documents of `tests/it/identifiers.rs`: at 1.0 for names and
+/// identifiers, a proposal citing `ERC-4337` five times in three lines outranked
+/// `erc-4337.md`; at 2.0 every proposal's number finds it first. tldr-en ("tar" first,
+/// "extract a tar archive" in the top 3) passes at both. The title is scored in the heading
+/// path and the body already, so its own field only breaks ties (0.5). Then checked on SciFact,
+/// whose files are named by number and have no front matter, so these fields hardly match:
+/// the figures are in docs/BENCHMARKS.md ("Identifiers and titles").
+const BOOSTS: Boosts = Boosts {
+    name: 2.0,
+    title: 0.5,
+    id: 2.0,
+};
 
 #[derive(Clone, Copy)]
 struct Fields {
@@ -93,6 +203,10 @@ struct Fields {
     body: Field,
     /// The text as written, stored and not indexed: what a hit shows.
     text: Field,
+    /// `ChunkLabels::names`, `titles` and `ids`, indexed and not stored.
+    names: Field,
+    titles: Field,
+    ids: Field,
 }
 
 /// The Tantivy index of a store.
@@ -119,26 +233,20 @@ pub struct Snapshot {
 
 fn schema() -> (Schema, Fields) {
     let mut builder = Schema::builder();
-    let stemmed = TextOptions::default()
-        .set_indexing_options(
-            TextFieldIndexing::default()
-                .set_tokenizer("en_stem")
-                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-        )
-        .set_stored();
+    let words = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(tokenizer::NAME)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
     let fields = Fields {
         chunk_id: builder.add_text_field("chunk_id", STRING | STORED | FAST),
         chunk_key: builder.add_u64_field("chunk_key", INDEXED | FAST),
-        heading: builder.add_text_field("heading", stemmed.clone()),
-        body: builder.add_text_field(
-            "body",
-            TextOptions::default().set_indexing_options(
-                TextFieldIndexing::default()
-                    .set_tokenizer("en_stem")
-                    .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-            ),
-        ),
+        heading: builder.add_text_field("heading", words.clone().set_stored()),
+        body: builder.add_text_field("body", words.clone()),
         text: builder.add_text_field("text", STORED),
+        names: builder.add_text_field("names", words.clone()),
+        titles: builder.add_text_field("titles", words.clone()),
+        ids: builder.add_text_field("ids", words),
     };
     (builder.build(), fields)
 }
@@ -304,6 +412,11 @@ impl Index {
                 reason: "its schema is not the one this groundidx writes".into(),
             });
         }
+        // Tokenizers are not saved with an index: every opening registers the one analyzer
+        // the schema names, for the writer, the queries and the snippets alike.
+        index
+            .tokenizers()
+            .register(tokenizer::NAME, tokenizer::analyzer());
         // Opening the reader opens every segment's files, so a missing or truncated file is
         // found here rather than in the middle of a search.
         let reader = index
@@ -507,13 +620,7 @@ impl Snapshot {
         config: &QueryConfig,
     ) -> Result<Vec<IndexHit>> {
         let searcher = &self.searcher;
-        let query = query::build(
-            searcher.index(),
-            self.fields.heading,
-            self.fields.body,
-            query_text,
-            config,
-        );
+        let query = query::build(searcher.index(), &self.fields, query_text, config);
         let limit = limit.max(1);
         let top: Vec<(f32, DocAddress)> = match allowed {
             None => searcher
@@ -679,13 +786,23 @@ impl Writer {
         // The heading path is context for the passage ("Install" under which product?), so it
         // is scored with the text as well as in its own, boosted, field.
         let body = format!("{heading}\n\n{}", chunk.text);
-        let added = self.writer.add_document(doc!(
+        let mut document = doc!(
             self.fields.chunk_id => chunk.id.to_hex(),
             self.fields.chunk_key => chunk.id.short(),
             self.fields.heading => heading,
             self.fields.body => body,
             self.fields.text => chunk.text,
-        ));
+        );
+        for (field, values) in [
+            (self.fields.names, &chunk.labels.names),
+            (self.fields.titles, &chunk.labels.titles),
+            (self.fields.ids, &chunk.labels.ids),
+        ] {
+            for value in values {
+                document.add_text(field, value);
+            }
+        }
+        let added = self.writer.add_document(document);
         if let Err(err) = added {
             let cause = self.worker_error().unwrap_or(err);
             return Err(index_error("add chunk")(cause));

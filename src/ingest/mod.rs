@@ -27,7 +27,7 @@ use crate::crash::crash_point;
 use crate::error::{Error, Result};
 use crate::ids::{DocHash, Generation};
 use crate::ledger::{Batch, NewDocument, SourceUpsert};
-use crate::store::Store;
+use crate::store::{Store, StoreConfig};
 use crate::walk::{Excludes, Warning, WarningKind};
 
 pub use plan::{PlanConfig, RootPlan, plan_root};
@@ -53,6 +53,8 @@ pub struct IngestConfig {
     pub interrupt: Interrupt,
     /// The model that embeds, after the lexical part, every chunk without a vector under it.
     pub embed: Option<crate::embed::ModelConfig>,
+    /// How the store the run opens builds the index's documents.
+    pub store: StoreConfig,
 }
 
 /// A request to end a run at its next safe point: before a batch is committed, never inside a
@@ -118,6 +120,7 @@ impl Default for IngestConfig {
             batch_files: DEFAULT_BATCH_FILES,
             interrupt: Interrupt::default(),
             embed: None,
+            store: StoreConfig::default(),
         }
     }
 }
@@ -149,11 +152,13 @@ pub struct DocumentCounts {
     pub skipped: u64,
 }
 
-/// Chunks added to and removed from the store.
+/// Chunks added to and removed from the store, and chunks the index wrote again because the
+/// names or fields of their documents changed (a rename, fields read for the first time).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ChunkCounts {
     pub added: u64,
     pub removed: u64,
+    pub reindexed: u64,
 }
 
 /// What a run did: the `ingest --json` contract.
@@ -264,6 +269,7 @@ fn ingest_roots(
         generation = report.generation,
         chunks_added = report.chunks.added,
         chunks_removed = report.chunks.removed,
+        chunks_reindexed = report.chunks.reindexed,
         warnings = report.warnings.len(),
         ms = report.duration_ms,
         "ingest finished"
@@ -349,13 +355,18 @@ fn run_root(
                     continue;
                 }
             };
+            // A document recorded by schema version 2 has no fields yet: it is chunked again
+            // (the same chunks) for its front matter, and its source is written as an upsert.
+            let lacks_fields = store.ledger().lacks_fields(doc_hash)?;
             match plan.known.get(&file.rel_path) {
                 Some(record) if record.doc_hash == *doc_hash => {
                     report.documents.unchanged += 1;
-                    batch
-                        .stat_updates
-                        .push((file.rel_path.clone(), *stat, *recorded_ns));
-                    continue;
+                    if !lacks_fields {
+                        batch
+                            .stat_updates
+                            .push((file.rel_path.clone(), *stat, *recorded_ns));
+                        continue;
+                    }
                 }
                 Some(_) => report.documents.changed += 1,
                 None => {
@@ -363,7 +374,9 @@ fn run_root(
                     *added_docs.entry(*doc_hash).or_default() += 1;
                 }
             }
-            if !store.ledger().has_document(doc_hash)? && chunking.insert(*doc_hash) {
+            if (lacks_fields || !store.ledger().has_document(doc_hash)?)
+                && chunking.insert(*doc_hash)
+            {
                 to_chunk.push((batch.upserts.len(), file.kind, text.as_str()));
             }
             batch.upserts.push(SourceUpsert {
@@ -394,6 +407,7 @@ fn run_root(
             upsert.document = Some(NewDocument {
                 title: document.title,
                 tags: document.tags,
+                fields: document.fields,
                 chunks: document.chunks,
             });
         }
@@ -403,6 +417,7 @@ fn run_root(
         let outcome = store.commit(&batch)?;
         report.chunks.added += outcome.chunks_added;
         report.chunks.removed += outcome.chunks_removed;
+        report.chunks.reindexed += outcome.chunks_reindexed;
         files.done += batch_files.len() as u64;
         crash_point("ingest.between_batches");
     }
@@ -427,6 +442,7 @@ fn run_root(
         let outcome = store.commit(&batch)?;
         report.chunks.added += outcome.chunks_added;
         report.chunks.removed += outcome.chunks_removed;
+        report.chunks.reindexed += outcome.chunks_reindexed;
         progress.advance(plan.to_delete.len() as u64);
     }
     Ok(())

@@ -12,7 +12,7 @@ mod pool;
 mod schema;
 mod vectors_sql;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -57,7 +57,26 @@ pub struct RootId(i64);
 pub struct NewDocument {
     pub title: Option<String>,
     pub tags: Vec<String>,
+    /// Every top-level scalar front-matter field, by key; kept up to `MAX_FIELDS` fields of
+    /// `MAX_FIELD_CHARS` characters each.
+    pub fields: BTreeMap<String, String>,
     pub chunks: Vec<Chunk>,
+}
+
+/// The most front-matter fields kept per document (the first, by key).
+pub const MAX_FIELDS: usize = 64;
+/// The longest front-matter key or value kept, in characters; a longer one is cut.
+pub const MAX_FIELD_CHARS: usize = 256;
+
+/// What the documents that hold a chunk are called, as the ledger knows it now: what the index
+/// labels the chunk with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChunkDocuments {
+    /// The file name stems (the name without its folder and last extension) of every source of
+    /// every such document, distinct and sorted.
+    pub names: Vec<String>,
+    /// Their front-matter fields, `(key, value)`, distinct and sorted.
+    pub fields: Vec<(String, String)>,
 }
 
 /// A path that now holds `doc_hash`.
@@ -104,6 +123,9 @@ pub struct BatchOutcome {
     pub generation: Option<Generation>,
     pub chunks_added: u64,
     pub chunks_removed: u64,
+    /// Chunks whose set of chunks did not change but whose documents' names or fields did, so
+    /// the index writes them again.
+    pub chunks_reindexed: u64,
 }
 
 /// A chunk as the ledger stores it.
@@ -303,6 +325,24 @@ impl Ledger {
             .map_err(sql_error("read sources"))
     }
 
+    /// Whether the ledger has this document without its front-matter fields (recorded by
+    /// schema version 2): reading its file again fills them in.
+    pub fn lacks_fields(&self, doc_hash: &DocHash) -> Result<bool> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT 1 FROM documents WHERE doc_hash = ?1 AND fields IS NULL")
+            .map_err(sql_error("read documents"))?;
+        stmt.exists([doc_hash.as_bytes()])
+            .map_err(sql_error("read documents"))
+    }
+
+    /// What the documents that hold chunk `id` are called now (empty when none holds it).
+    pub fn chunk_documents(&self, id: &ChunkId) -> Result<ChunkDocuments> {
+        chunk_documents(&self.conn, id)
+            .map(Option::unwrap_or_default)
+            .map_err(sql_error("read the documents of a chunk"))
+    }
+
     /// Whether the ledger already has the chunks of this document.
     pub fn has_document(&self, doc_hash: &DocHash) -> Result<bool> {
         let mut stmt = self
@@ -337,7 +377,11 @@ impl Ledger {
                 tx: &tx,
                 generation,
                 outcome: &mut outcome,
+                logged: HashSet::new(),
             };
+            // What the chunks the batch touches are called before it: a chunk that stays but
+            // whose documents' names or fields change is logged again for the index.
+            let before = writer.labels_before(batch)?;
             // Every new source is in place before any old document is released, so content
             // that moves between paths within the batch is never dropped and re-added.
             let mut released = Vec::new();
@@ -353,8 +397,9 @@ impl Ledger {
             for (path, stat, recorded_ns) in &batch.stat_updates {
                 writer.update_stat(batch.root, path, stat, *recorded_ns)?;
             }
+            writer.log_relabelled(before)?;
         }
-        if outcome.chunks_added + outcome.chunks_removed > 0 {
+        if outcome.chunks_added + outcome.chunks_removed + outcome.chunks_reindexed > 0 {
             tx.execute(
                 "UPDATE meta SET value = ?1 WHERE name = 'generation'",
                 [generation],
@@ -367,7 +412,7 @@ impl Ledger {
         Ok(outcome)
     }
 
-    /// The distinct chunk IDs that generations after `after` added or removed.
+    /// The distinct chunk IDs that generations after `after` added, removed or relabelled.
     pub fn changed_since(&self, after: Generation) -> Result<Vec<ChunkId>> {
         let mut stmt = self
             .conn
@@ -606,9 +651,66 @@ struct BatchWriter<'a> {
     tx: &'a rusqlite::Transaction<'a>,
     generation: i64,
     outcome: &'a mut BatchOutcome,
+    /// The chunks this batch has logged so far.
+    logged: HashSet<ChunkId>,
 }
 
 impl BatchWriter<'_> {
+    /// What every existing chunk of a document the batch touches (the old and new content of
+    /// each path it writes or deletes) is called before the batch.
+    fn labels_before(&self, batch: &Batch) -> Result<BTreeMap<ChunkId, ChunkDocuments>> {
+        let context = || "read the documents of the batch".to_string();
+        let mut docs: BTreeSet<DocHash> = BTreeSet::new();
+        let mut chunk_ids: BTreeSet<ChunkId> = BTreeSet::new();
+        for upsert in &batch.upserts {
+            docs.extend(self.source_doc(batch.root, &upsert.path)?);
+            docs.insert(upsert.doc_hash);
+            if let Some(document) = &upsert.document {
+                chunk_ids.extend(document.chunks.iter().map(|chunk| chunk.id));
+            }
+        }
+        for path in &batch.deletes {
+            docs.extend(self.source_doc(batch.root, path)?);
+        }
+        let mut stmt = self
+            .tx
+            .prepare_cached("SELECT DISTINCT chunk_id FROM doc_chunks WHERE doc_hash = ?1")
+            .map_err(sql_error(context()))?;
+        for doc_hash in &docs {
+            let rows = stmt
+                .query_map([doc_hash.as_bytes()], |row| chunk_id_column(row, 0))
+                .map_err(sql_error(context()))?;
+            for id in rows {
+                chunk_ids.insert(id.map_err(sql_error(context()))?);
+            }
+        }
+        let mut before = BTreeMap::new();
+        for id in chunk_ids {
+            if let Some(documents) = chunk_documents(self.tx, &id).map_err(sql_error(context()))? {
+                before.insert(id, documents);
+            }
+        }
+        Ok(before)
+    }
+
+    /// Logs every chunk of `before` that the batch neither added nor removed but whose
+    /// documents are now called otherwise (a rename, a document joining or leaving it, fields
+    /// filled in), so the index writes it again with its new labels.
+    fn log_relabelled(&mut self, before: BTreeMap<ChunkId, ChunkDocuments>) -> Result<()> {
+        for (id, was) in before {
+            if self.logged.contains(&id) {
+                continue;
+            }
+            let now = chunk_documents(self.tx, &id)
+                .map_err(sql_error("read the documents of a chunk"))?;
+            if now.is_some_and(|now| now != was) {
+                self.log("add", &id)?;
+                self.outcome.chunks_reindexed += 1;
+            }
+        }
+        Ok(())
+    }
+
     /// Points the source at its new document; returns the document it held before, if other.
     fn upsert(&mut self, root: RootId, upsert: &SourceUpsert) -> Result<Option<DocHash>> {
         let old = self.source_doc(root, &upsert.path)?;
@@ -620,6 +722,8 @@ impl BatchWriter<'_> {
                 )));
             };
             self.insert_document(&upsert.doc_hash, document)?;
+        } else if let Some(document) = &upsert.document {
+            self.fill_fields(&upsert.doc_hash, document)?;
         }
         let mut stmt = self
             .tx
@@ -702,15 +806,36 @@ impl BatchWriter<'_> {
             .map_err(sql_error("read documents"))
     }
 
+    /// Fills in the fields of a document recorded without them (by schema version 2).
+    fn fill_fields(&mut self, doc_hash: &DocHash, document: &NewDocument) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "UPDATE documents SET fields = ?2 WHERE doc_hash = ?1 AND fields IS NULL",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    doc_hash.as_bytes(),
+                    encode_fields(&document.fields)
+                ])
+            })
+            .map_err(sql_error(format!(
+                "write the fields of document {doc_hash}"
+            )))?;
+        Ok(())
+    }
+
     fn insert_document(&mut self, doc_hash: &DocHash, document: &NewDocument) -> Result<()> {
         let context = || format!("write document {doc_hash}");
         self.tx
-            .prepare_cached("INSERT INTO documents (doc_hash, title, n_chunks) VALUES (?1, ?2, ?3)")
+            .prepare_cached(
+                "INSERT INTO documents (doc_hash, title, n_chunks, fields) VALUES (?1, ?2, ?3, ?4)",
+            )
             .and_then(|mut stmt| {
                 stmt.execute(params![
                     doc_hash.as_bytes(),
                     document.title,
-                    document.chunks.len() as i64
+                    document.chunks.len() as i64,
+                    encode_fields(&document.fields)
                 ])
             })
             .map_err(sql_error(context()))?;
@@ -814,6 +939,7 @@ impl BatchWriter<'_> {
             .prepare_cached("INSERT INTO chunk_log (generation, op, chunk_id) VALUES (?1, ?2, ?3)")
             .and_then(|mut stmt| stmt.execute(params![self.generation, op, chunk_id.as_bytes()]))
             .map_err(sql_error("write chunk log"))?;
+        self.logged.insert(*chunk_id);
         Ok(())
     }
 }
@@ -845,6 +971,70 @@ fn bad_blob(index: usize) -> rusqlite::Error {
         rusqlite::types::Type::Blob,
         "a hash column does not hold 32 bytes".into(),
     )
+}
+
+/// What the documents holding chunk `id` are called; `None` when no document holds it.
+fn chunk_documents(conn: &Connection, id: &ChunkId) -> rusqlite::Result<Option<ChunkDocuments>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT DISTINCT d.fields, s.path
+         FROM doc_chunks dc
+         JOIN documents d ON d.doc_hash = dc.doc_hash
+         LEFT JOIN sources s ON s.doc_hash = dc.doc_hash
+         WHERE dc.chunk_id = ?1",
+    )?;
+    let mut rows = stmt.query([id.as_bytes()])?;
+    let mut held = false;
+    let mut names = BTreeSet::new();
+    let mut fields = BTreeSet::new();
+    while let Some(row) = rows.next()? {
+        held = true;
+        if let Some(json) = row.get::<_, Option<String>>(0)? {
+            fields.extend(decode_fields(&json));
+        }
+        if let Some(path) = row.get::<_, Option<String>>(1)? {
+            names.insert(file_stem(&path).to_string());
+        }
+    }
+    Ok(held.then(|| ChunkDocuments {
+        names: names.into_iter().collect(),
+        fields: fields.into_iter().collect(),
+    }))
+}
+
+/// The file name of a source path without its last extension: `pages/common/tar.md` is `tar`,
+/// `v2.3.1-notes.txt` is `v2.3.1-notes`, `.profile` stays `.profile`.
+fn file_stem(path: &str) -> &str {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    match name.rfind('.') {
+        Some(at) if at > 0 => &name[..at],
+        _ => name,
+    }
+}
+
+/// A document's fields as the ledger stores them: a JSON object of strings, capped at
+/// `MAX_FIELDS` fields and `MAX_FIELD_CHARS` characters per key or value.
+fn encode_fields(fields: &BTreeMap<String, String>) -> String {
+    let cut = |text: &str| -> String { text.chars().take(MAX_FIELD_CHARS).collect() };
+    let kept: serde_json::Map<String, serde_json::Value> = fields
+        .iter()
+        .take(MAX_FIELDS)
+        .map(|(key, value)| (cut(key), serde_json::Value::String(cut(value))))
+        .collect();
+    serde_json::Value::Object(kept).to_string()
+}
+
+/// The `(key, value)` pairs of a stored fields object; anything else in it is ignored.
+fn decode_fields(json: &str) -> Vec<(String, String)> {
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(serde_json::Value::Object(map)) => map
+            .into_iter()
+            .filter_map(|(key, value)| match value {
+                serde_json::Value::String(text) => Some((key, text)),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 fn encode_heading(heading_path: &[String]) -> String {

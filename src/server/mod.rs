@@ -137,11 +137,12 @@ pub fn serve_stdio(
 /// One scheduled re-ingest. `Ok(None)` when another writer holds the store: that run is
 /// skipped, not queued, exactly as `ingest --no-wait` would.
 pub fn reindex_once(store_dir: &Path, reindex: &Reindex) -> Result<Option<IngestReport>> {
-    let (mut store, _) = match Store::open(store_dir, LockWait::NoWait) {
-        Ok(opened) => opened,
-        Err(Error::LockBusy { .. }) => return Ok(None),
-        Err(other) => return Err(other),
-    };
+    let (mut store, _) =
+        match Store::open_with(store_dir, LockWait::NoWait, reindex.ingest.store.clone()) {
+            Ok(opened) => opened,
+            Err(Error::LockBusy { .. }) => return Ok(None),
+            Err(other) => return Err(other),
+        };
     let report = ingest(&mut store, &reindex.roots, &reindex.ingest, &NoProgress)?;
     store.close()?;
     Ok(Some(report))

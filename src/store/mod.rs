@@ -30,8 +30,11 @@ use crate::crash::crash_point;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::ids::{ChunkId, Generation};
-use crate::index::{Index, IndexedChunk, Writer};
-use crate::ledger::{Access, Batch, BatchOutcome, Ledger, LedgerPool, PooledLedger, decode_vector};
+use crate::index::{ChunkLabels, IdFields, Index, IndexedChunk, Writer};
+use crate::ledger::{
+    Access, Batch, BatchOutcome, ChunkDocuments, Ledger, LedgerPool, PooledLedger, StoredChunk,
+    decode_vector,
+};
 use crate::vectors::{self, Marker, VectorSet};
 
 pub use lock::{LockWait, WriterLock};
@@ -84,6 +87,15 @@ pub enum CatchUp {
     Replaced { to: Generation },
 }
 
+/// How a writer builds the index's documents from the ledger.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// The front-matter fields indexed as identifiers. Every chunk the index writes takes
+    /// them from the ledger's fields with this list, so a changed list reaches every chunk at
+    /// the next `rebuild` (and each chunk written before that).
+    pub id_fields: IdFields,
+}
+
 /// What `Store::open_at` does once the index is open.
 enum Then {
     CatchUp,
@@ -97,6 +109,7 @@ pub struct Store {
     index: Index,
     writer: Option<Writer>,
     index_generation: Generation,
+    config: StoreConfig,
     _lock: WriterLock,
 }
 
@@ -104,15 +117,29 @@ impl Store {
     /// Creates the store folder if needed, takes the writer lock, opens both parts and brings
     /// the index up to the ledger (`catch_up`) before anything else.
     pub fn open(dir: &Path, wait: LockWait) -> Result<(Store, CatchUp)> {
-        Store::open_at(dir, wait, Then::CatchUp).map_err(|err| err.in_store(dir))
+        Store::open_with(dir, wait, StoreConfig::default())
+    }
+
+    /// `open` with the given index settings.
+    pub fn open_with(dir: &Path, wait: LockWait, config: StoreConfig) -> Result<(Store, CatchUp)> {
+        Store::open_at(dir, wait, Then::CatchUp, config).map_err(|err| err.in_store(dir))
     }
 
     /// Opens the store like `open` and makes the index again from the ledger (`rebuild`),
     /// without replaying the log first: a rebuild must heal an index that a replay cannot
     /// write to. Returns the generation the new index holds.
     pub fn open_and_rebuild(dir: &Path, wait: LockWait) -> Result<(Store, Generation)> {
+        Store::open_and_rebuild_with(dir, wait, StoreConfig::default())
+    }
+
+    /// `open_and_rebuild` with the given index settings.
+    pub fn open_and_rebuild_with(
+        dir: &Path,
+        wait: LockWait,
+        config: StoreConfig,
+    ) -> Result<(Store, Generation)> {
         let (mut store, opened) =
-            Store::open_at(dir, wait, Then::Rebuild).map_err(|err| err.in_store(dir))?;
+            Store::open_at(dir, wait, Then::Rebuild, config).map_err(|err| err.in_store(dir))?;
         let generation = match opened {
             CatchUp::Replaced { to } => to,
             _ => store.rebuild()?,
@@ -120,7 +147,12 @@ impl Store {
         Ok((store, generation))
     }
 
-    fn open_at(dir: &Path, wait: LockWait, then: Then) -> Result<(Store, CatchUp)> {
+    fn open_at(
+        dir: &Path,
+        wait: LockWait,
+        then: Then,
+        config: StoreConfig,
+    ) -> Result<(Store, CatchUp)> {
         std::fs::create_dir_all(dir)
             .map_err(|err| Error::io(format!("create store {}", dir.display()), err))?;
         let lock = WriterLock::acquire(dir, wait)?;
@@ -137,7 +169,10 @@ impl Store {
                         "the index cannot be used; rebuilding it from the ledger"
                     );
                 }
-                (build_index(&paths, &ledger, generation)?, Some(generation))
+                (
+                    build_index(&paths, &ledger, generation, &config)?,
+                    Some(generation),
+                )
             }
             Err(err) => return Err(err),
         };
@@ -153,6 +188,7 @@ impl Store {
             index,
             writer: None,
             index_generation,
+            config,
             _lock: lock,
         };
         if let Some(to) = replaced {
@@ -270,7 +306,7 @@ impl Store {
             tracing::warn!(error = %err, "the writer of the replaced index failed to finish");
         }
         let generation = self.ledger.generation()?;
-        self.index = build_index(&self.paths, &self.ledger, generation)?;
+        self.index = build_index(&self.paths, &self.ledger, generation, &self.config)?;
         self.index_generation = generation;
         self.ledger.prune_log(generation)?;
         self.rebuild_vectors()?;
@@ -355,11 +391,7 @@ impl Store {
                 writer.delete(id);
             }
             for chunk in self.ledger.chunks(ids)? {
-                writer.add(&IndexedChunk {
-                    id: chunk.id,
-                    heading_path: &chunk.heading_path,
-                    text: &chunk.text,
-                })?;
+                add_chunk(writer, &self.ledger, &chunk, &self.config)?;
             }
         }
         Ok(())
@@ -378,19 +410,18 @@ impl Store {
 ///
 /// A failure or a kill before the swap leaves `index/` as it was (and `index.new/`, which the
 /// next writer removes); after the swap the new index is whole.
-fn build_index(paths: &StorePaths, ledger: &Ledger, generation: Generation) -> Result<Index> {
+fn build_index(
+    paths: &StorePaths,
+    ledger: &Ledger,
+    generation: Generation,
+    config: &StoreConfig,
+) -> Result<Index> {
     let new = paths.index_new();
     swap::remove_folder(&new)?;
     let index = Index::create(&new)?;
     let mut writer = index.writer()?;
     crash_point("rebuild.before_add");
-    ledger.for_each_chunk(|chunk| {
-        writer.add(&IndexedChunk {
-            id: chunk.id,
-            heading_path: &chunk.heading_path,
-            text: &chunk.text,
-        })
-    })?;
+    ledger.for_each_chunk(|chunk| add_chunk(&mut writer, ledger, &chunk, config))?;
     crash_point("rebuild.before_commit");
     writer.commit(generation)?;
     // Nothing may write into the folder once it moves: wait for the merges the commit began.
@@ -400,6 +431,42 @@ fn build_index(paths: &StorePaths, ledger: &Ledger, generation: Generation) -> R
     swap::swap_in(paths)?;
     crash_point("rebuild.after_swap");
     Index::open(&paths.index())
+}
+
+/// Stages one chunk in the writer, labelled with what its documents are called in the ledger
+/// now: replaying a log, catching up and rebuilding all label a chunk alike.
+fn add_chunk(
+    writer: &mut Writer,
+    ledger: &Ledger,
+    chunk: &StoredChunk,
+    config: &StoreConfig,
+) -> Result<()> {
+    let labels = labels(ledger.chunk_documents(&chunk.id)?, &config.id_fields);
+    writer.add(&IndexedChunk {
+        id: chunk.id,
+        heading_path: &chunk.heading_path,
+        text: &chunk.text,
+        labels: &labels,
+    })
+}
+
+/// The index's labels of a chunk: its documents' file name stems, their front-matter titles
+/// (the `title` field, never a first heading, which the heading path already scores) and the
+/// values of the fields `id_fields` names.
+fn labels(documents: ChunkDocuments, id_fields: &IdFields) -> ChunkLabels {
+    let values = |keep: &dyn Fn(&str) -> bool| -> Vec<String> {
+        documents
+            .fields
+            .iter()
+            .filter(|(key, _)| keep(key))
+            .map(|(_, value)| value.clone())
+            .collect()
+    };
+    ChunkLabels {
+        titles: values(&|key| key == "title"),
+        ids: values(&|key| id_fields.contains(key)),
+        names: documents.names,
+    }
 }
 
 /// The Tantivy writer, opened on first use: a run with nothing to write never opens it, so it

@@ -11,6 +11,8 @@
 //!   readers name the index, ledger-only commands keep working.
 //! - `signals`: SIGINT and SIGTERM end `ingest` and `ingest --watch` at a safe point, 130 / 143.
 //! - `serve_signals`: SIGINT and SIGTERM during `serve --reindex`'s runs end it at a safe point.
+//! - `identifiers`: numbers, identifiers, file names, titles and identifier fields find their
+//!   own document first; renames re-index; `id_fields` takes effect at `rebuild`.
 //! - `search`: invariant 3, no passage twice; filters, snippets and the JSON contract.
 //! - `embed_server`: a real OpenAI-compatible embeddings server on loopback that counts every
 //!   passage it is given (vectors from the local model, or from a hash of the words).
@@ -94,6 +96,7 @@ mod heal;
 mod hostile_input;
 mod hostile_names;
 mod hostile_tree;
+mod identifiers;
 mod kill;
 mod lock;
 mod malformed;

@@ -55,6 +55,7 @@ pub fn isolate(command: &mut Command) {
         "GROUNDIDX_CONFIG",
         "GROUNDIDX_CHUNK_SIZE",
         "GROUNDIDX_MAX_FILE_SIZE",
+        "GROUNDIDX_ID_FIELDS",
         "GROUNDIDX_KEY_TTL",
         "GROUNDIDX_RATE_LIMIT",
         "GROUNDIDX_CLIENT_ID",

@@ -63,6 +63,7 @@ fn a_duplicated_chunk_in_the_index_is_named() {
                 id: victim.parse().expect("id"),
                 heading_path: &heading,
                 text: "copy",
+                labels: &Default::default(),
             })
             .expect("add");
         writer.commit(Generation(generation)).expect("commit");

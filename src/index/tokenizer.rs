@@ -1,0 +1,391 @@
+//! The identifier-aware tokenizer every indexed field and every query goes through.
+//!
+//! A word is a run of letters and digits, joined by `_`, `-` or `.` when one of those sits
+//! between two of them: `MAX_EFFECTIVE_BALANCE`, `safeTransferFrom`, `eip-1559`, `v2.3.1` are one
+//! word each (leading and trailing connectors, as in `--directory`, are not part of it). A word
+//! is indexed whole *and* in its parts, split at the connectors, at camelCase and acronym
+//! boundaries (`onERC721Received`: `on`, `ERC`, `721`, `Received`) and between letters and
+//! digits (`eip1559`: `eip`, `1559`). The whole is written without the connectors that join
+//! words, so `eip-1559`, `eip_1559` and `eip1559` are one term (`v2.3.1` and `1.5` keep theirs). The parts take consecutive positions and
+//! the whole takes the position of its first part, so a phrase of parts still matches and the
+//! next word follows the last part. So `EIP-1559`, `eip 1559`, `eip1559` and `1559` all meet a
+//! document that says `eip-1559`.
+//!
+//! A word with one part is one token, as before. A word is split into at most `MAX_PARTS`
+//! parts (the last takes the rest of the word), so a megabyte of `aAaA…` costs `MAX_PARTS`
+//! tokens, not a million; the filters after it (`analyzer`) drop tokens over 40 bytes.
+
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, Stemmer, TextAnalyzer, Token, TokenStream, Tokenizer,
+};
+
+/// The name the analyzer is registered under in every index.
+pub const NAME: &str = "groundidx_words";
+
+/// The most parts one word is split into.
+pub const MAX_PARTS: usize = 16;
+
+/// Tokens longer than this many bytes are dropped (Tantivy's default analyzer does the same):
+/// no one searches for them, and a long one would bloat the term dictionary.
+const MAX_TOKEN_BYTES: usize = 40;
+
+/// The analyzer: identifier-aware words, long tokens dropped, lower case, English stemmer.
+pub fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(IdentifierTokenizer::default())
+        .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
+        .filter(LowerCaser)
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
+
+/// Splits text into words, and each word of several parts into its whole and its parts.
+#[derive(Clone, Default)]
+pub struct IdentifierTokenizer {
+    token: Token,
+}
+
+impl Tokenizer for IdentifierTokenizer {
+    type TokenStream<'a> = IdentifierTokenStream<'a>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> IdentifierTokenStream<'a> {
+        self.token.reset();
+        IdentifierTokenStream {
+            text,
+            cursor: 0,
+            next_position: 0,
+            pending: Vec::new(),
+            token: &mut self.token,
+        }
+    }
+}
+
+/// The tokens of one text, a word at a time.
+pub struct IdentifierTokenStream<'a> {
+    text: &'a str,
+    /// Byte offset where the next word is looked for.
+    cursor: usize,
+    /// The position the next word's first token takes.
+    next_position: usize,
+    /// The rest of the current word's tokens, in reverse order (popped from the back).
+    pending: Vec<Token>,
+    token: &'a mut Token,
+}
+
+impl TokenStream for IdentifierTokenStream<'_> {
+    fn advance(&mut self) -> bool {
+        if let Some(next) = self.pending.pop() {
+            *self.token = next;
+            return true;
+        }
+        let Some((start, end)) = next_word(self.text, self.cursor) else {
+            self.cursor = self.text.len();
+            return false;
+        };
+        self.cursor = end;
+        let parts = parts(self.text, start, end);
+        let position = self.next_position;
+        self.next_position += parts.len();
+        if parts.len() > 1 {
+            // Popped from the back: the parts last, in reverse, so they come out in order.
+            for (i, &(from, to)) in parts.iter().enumerate().rev() {
+                self.pending
+                    .push(token(self.text, from, to, position + i, 1));
+            }
+        }
+        *self.token = token(self.text, start, end, position, parts.len());
+        true
+    }
+
+    fn token(&self) -> &Token {
+        self.token
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        self.token
+    }
+}
+
+/// The token of `text[from..to]`, written without the connectors that join words (only a
+/// whole, or the rest of a word cut at the cap, has any); one between two digits stays, so
+/// `1.5` and `15`, or `10-20` and `1020`, remain different numbers.
+fn token(text: &str, from: usize, to: usize, position: usize, position_length: usize) -> Token {
+    Token {
+        offset_from: from,
+        offset_to: to,
+        position,
+        text: joined(&text[from..to]),
+        position_length,
+    }
+}
+
+/// `span` without the connectors that do not sit between two digits. Linear in its length,
+/// however long its runs of connectors.
+fn joined(span: &str) -> String {
+    let chars: Vec<char> = span.chars().collect();
+    // Whether the nearest letter or digit after each character is a digit.
+    let mut digit_after = vec![false; chars.len()];
+    let mut next_is_digit = false;
+    for (i, &c) in chars.iter().enumerate().rev() {
+        digit_after[i] = next_is_digit;
+        if !is_connector(c) {
+            next_is_digit = c.is_numeric();
+        }
+    }
+    let mut out = String::with_capacity(span.len());
+    let mut last_is_digit = false;
+    for (i, &c) in chars.iter().enumerate() {
+        if is_connector(c) {
+            if last_is_digit && digit_after[i] {
+                out.push(c);
+            }
+            continue;
+        }
+        last_is_digit = c.is_numeric();
+        out.push(c);
+    }
+    out
+}
+
+fn is_connector(c: char) -> bool {
+    matches!(c, '_' | '-' | '.')
+}
+
+/// The byte range of the first word at or after `from`.
+fn next_word(text: &str, from: usize) -> Option<(usize, usize)> {
+    let rest = &text[from..];
+    let start = from + rest.find(char::is_alphanumeric)?;
+    let mut end = start;
+    let mut chars = text[start..].char_indices().peekable();
+    while let Some((offset, c)) = chars.next() {
+        if c.is_alphanumeric() {
+            end = start + offset + c.len_utf8();
+            continue;
+        }
+        if !is_connector(c) {
+            break;
+        }
+        // A run of connectors joins the word only when a letter or digit follows it.
+        let mut joined = false;
+        while let Some(&(_, next)) = chars.peek() {
+            if is_connector(next) {
+                chars.next();
+                continue;
+            }
+            joined = next.is_alphanumeric();
+            break;
+        }
+        if !joined {
+            break;
+        }
+    }
+    Some((start, end))
+}
+
+/// What kind of character a part boundary looks at.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Upper,
+    Lower,
+    /// A letter without case (most scripts other than Latin, Greek, Cyrillic).
+    Caseless,
+    Digit,
+    Connector,
+}
+
+fn class(c: char) -> Class {
+    if is_connector(c) {
+        Class::Connector
+    } else if c.is_numeric() {
+        Class::Digit
+    } else if c.is_uppercase() {
+        Class::Upper
+    } else if c.is_lowercase() {
+        Class::Lower
+    } else {
+        Class::Caseless
+    }
+}
+
+/// The byte ranges of the parts of the word `text[start..end]`: at most `MAX_PARTS`, the last
+/// one running to the end of the word when the cap is reached.
+fn parts(text: &str, start: usize, end: usize) -> Vec<(usize, usize)> {
+    let word = &text[start..end];
+    let chars: Vec<(usize, char)> = word.char_indices().collect();
+    let mut parts = Vec::new();
+    let mut part_start: Option<usize> = None;
+    // Where the rest of the word begins once all but one of the parts are cut.
+    let mut rest_from: Option<usize> = None;
+    for (i, &(offset, c)) in chars.iter().enumerate() {
+        let here = class(c);
+        if here == Class::Connector {
+            if let Some(from) = part_start.take() {
+                parts.push((from, offset));
+                if parts.len() == MAX_PARTS - 1 {
+                    // A word never ends with a connector, so another part follows.
+                    rest_from = word[offset..]
+                        .find(|c: char| !is_connector(c))
+                        .map(|at| offset + at);
+                    break;
+                }
+            }
+            continue;
+        }
+        let Some(from) = part_start else {
+            part_start = Some(offset);
+            continue;
+        };
+        let before = class(chars[i - 1].1);
+        let after = chars.get(i + 1).map(|&(_, c)| class(c));
+        let boundary = match (before, here) {
+            (Class::Lower | Class::Caseless, Class::Upper) => true,
+            // The last capital of an acronym begins the next word: `HTTPServer`.
+            (Class::Upper, Class::Upper) => after == Some(Class::Lower),
+            (Class::Digit, Class::Upper | Class::Lower | Class::Caseless) => true,
+            (Class::Upper | Class::Lower | Class::Caseless, Class::Digit) => true,
+            _ => false,
+        };
+        if boundary {
+            parts.push((from, offset));
+            part_start = Some(offset);
+            if parts.len() == MAX_PARTS - 1 {
+                rest_from = Some(offset);
+                break;
+            }
+        }
+    }
+    if let Some(from) = rest_from.or(part_start) {
+        parts.push((from, word.len()));
+    }
+    parts
+        .into_iter()
+        .map(|(from, to)| (start + from, start + to))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use tantivy::tokenizer::{TokenStream, Tokenizer};
+
+    use super::{IdentifierTokenizer, MAX_PARTS, analyzer};
+
+    /// `text` through the raw tokenizer, as `position:token` pairs.
+    fn raw(text: &str) -> String {
+        let mut tokenizer = IdentifierTokenizer::default();
+        let mut stream = tokenizer.token_stream(text);
+        let mut out = Vec::new();
+        while stream.advance() {
+            let token = stream.token();
+            assert_eq!(
+                super::joined(&text[token.offset_from..token.offset_to]),
+                token.text
+            );
+            out.push(format!("{}:{}", token.position, token.text));
+        }
+        out.join(" ")
+    }
+
+    /// `text` through the whole analyzer (lower case, stemmer).
+    fn analyzed(text: &str) -> String {
+        let mut analyzer = analyzer();
+        let mut stream = analyzer.token_stream(text);
+        let mut out = Vec::new();
+        while stream.advance() {
+            out.push(stream.token().text.clone());
+        }
+        out.join(" ")
+    }
+
+    #[test]
+    fn identifiers_are_indexed_whole_and_in_parts() {
+        let check = |text: &str, expect: &str| assert_eq!(raw(text), expect, "{text:?}");
+        check("tar archive", "0:tar 1:archive");
+        check(
+            "MAX_EFFECTIVE_BALANCE",
+            "0:MAXEFFECTIVEBALANCE 0:MAX 1:EFFECTIVE 2:BALANCE",
+        );
+        check(
+            "onERC721Received(x)",
+            "0:onERC721Received 0:on 1:ERC 2:721 3:Received 4:x",
+        );
+        check(
+            "safeTransferFrom",
+            "0:safeTransferFrom 0:safe 1:Transfer 2:From",
+        );
+        check("--directory DIR", "0:directory 1:DIR");
+        check("v2.3.1.", "0:v2.3.1 0:v 1:2 2:3 3:1");
+        check(
+            "eip-1559 and eip1559",
+            "0:eip1559 0:eip 1:1559 2:and 3:eip1559 3:eip 4:1559",
+        );
+        check("HTTPServer", "0:HTTPServer 0:HTTP 1:Server");
+        check("p 1.5 15 10-20", "0:p 1:1.5 1:1 2:5 3:15 4:10-20 4:10 5:20");
+        check("__init__ a--b", "0:init 1:ab 1:a 2:b");
+        check("end. Next", "0:end 1:Next");
+        check("日本語", "0:日本語");
+    }
+
+    #[test]
+    fn the_analyzer_lowers_and_stems_every_token() {
+        assert_eq!(
+            analyzed("Extracting safeTransferFrom"),
+            "extract safetransferfrom safe transfer from"
+        );
+        assert_eq!(analyzed("EIP-1559"), "eip1559 eip 1559");
+    }
+
+    #[test]
+    fn a_huge_word_costs_at_most_the_cap() {
+        let dashes = format!("a{}b", "-".repeat(1 << 20));
+        assert_eq!(raw(&dashes), "0:ab 0:a 1:b");
+        let letters = "a".repeat(1 << 20);
+        assert_eq!(raw(&letters).split(' ').count(), 1);
+        let camel = "aA".repeat(1 << 19);
+        let mut tokenizer = IdentifierTokenizer::default();
+        let mut stream = tokenizer.token_stream(&camel);
+        let mut n = 0;
+        while stream.advance() {
+            n += 1;
+        }
+        assert_eq!(n, 1 + MAX_PARTS);
+        // The whole and the last part (the rest of the word) are over the length limit.
+        assert_eq!(analyzed(&camel).split(' ').count(), MAX_PARTS - 1);
+    }
+
+    proptest! {
+        #[test]
+        fn parts_never_exceed_the_cap_and_positions_never_go_back(
+            text in "([a-zA-Z0-9]{0,6}[-_. /A-Z]{0,2}){0,40}|([a-z]{1,3}[A-Z0-9_.-]){10,60}"
+        ) {
+            let mut tokenizer = IdentifierTokenizer::default();
+            let mut stream = tokenizer.token_stream(&text);
+            let mut last_position = 0;
+            let mut at_position = 0;
+            while stream.advance() {
+                let token = stream.token();
+                prop_assert!(token.position >= last_position, "{text:?}");
+                prop_assert!(token.position_length <= MAX_PARTS, "{text:?}");
+                prop_assert!(token.offset_from < token.offset_to);
+                prop_assert_eq!(
+                    super::joined(&text[token.offset_from..token.offset_to]),
+                    token.text.clone()
+                );
+                // At most a whole and its first part share a position.
+                at_position = if token.position == last_position { at_position + 1 } else { 1 };
+                prop_assert!(at_position <= 2, "{text:?}");
+                last_position = token.position;
+            }
+            let mut cursor = 0;
+            while let Some((start, end)) = super::next_word(&text, cursor) {
+                let parts = super::parts(&text, start, end);
+                prop_assert!(!parts.is_empty() && parts.len() <= MAX_PARTS, "{text:?}");
+                let mut after = start;
+                for (from, to) in parts {
+                    prop_assert!(after <= from && from < to && to <= end, "{text:?}");
+                    after = to;
+                }
+                cursor = end;
+            }
+        }
+    }
+}
