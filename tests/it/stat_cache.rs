@@ -122,12 +122,16 @@ fn a_store_of_the_previous_schema_is_upgraded_in_place() {
     let env = Env::sample();
     env.ingest();
     let before = env.export();
-    // Make it a version 1 store: the schema without the ctime column.
+    // Make it a version 1 store: the schema without the ctime column (version 2) and without
+    // documents' fields and the embedding tables (version 3).
     let ledger_path = env.store.join("ledger.sqlite");
     let ledger = rusqlite::Connection::open(&ledger_path).expect("open");
     ledger
         .execute_batch(
             "ALTER TABLE sources DROP COLUMN ctime_ns;
+             ALTER TABLE documents DROP COLUMN fields;
+             DROP TABLE embedding_models; DROP TABLE model_stat_cache; DROP TABLE vectors;
+             DELETE FROM meta WHERE name = 'vector_seq';
              UPDATE meta SET value = 1 WHERE name = 'schema_version';",
         )
         .expect("downgrade");
@@ -160,7 +164,18 @@ fn a_store_of_the_previous_schema_is_upgraded_in_place() {
     assert_eq!(report["chunks"]["added"], 0, "{report}");
     assert_eq!(report["chunks"]["removed"], 0, "{report}");
     let ledger = rusqlite::Connection::open(&ledger_path).expect("open");
-    assert_eq!(version(&ledger), 2);
+    assert_eq!(version(&ledger), 3);
+    let without_fields: i64 = ledger
+        .query_row(
+            "SELECT count(*) FROM documents WHERE fields IS NULL",
+            [],
+            |row| row.get(0),
+        )
+        .expect("count");
+    assert_eq!(
+        without_fields, 0,
+        "every document has its fields after the run"
+    );
     let without_ctime: i64 = ledger
         .query_row(
             "SELECT count(*) FROM sources WHERE ctime_ns = 0",
