@@ -121,6 +121,9 @@ fn token(text: &str, from: usize, to: usize, position: usize, position_length: u
 /// `span` without the connectors that do not sit between two digits. Linear in its length,
 /// however long its runs of connectors.
 fn joined(span: &str) -> String {
+    if !span.contains(is_connector) {
+        return span.to_string();
+    }
     let chars: Vec<char> = span.chars().collect();
     // Whether the nearest letter or digit after each character is a digit.
     let mut digit_after = vec![false; chars.len()];
@@ -210,6 +213,13 @@ fn class(c: char) -> Class {
 /// one running to the end of the word when the cap is reached.
 fn parts(text: &str, start: usize, end: usize) -> Vec<(usize, usize)> {
     let word = &text[start..end];
+    // Most words are plain ones (`word`, `Word`): one part, found without looking further.
+    let mut bytes = word.bytes();
+    if bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_lowercase())
+    {
+        return vec![(start, end)];
+    }
     let chars: Vec<(usize, char)> = word.char_indices().collect();
     let mut parts = Vec::new();
     let mut part_start: Option<usize> = None;

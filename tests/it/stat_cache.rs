@@ -167,6 +167,17 @@ fn a_store_of_the_previous_schema_is_upgraded_in_place() {
     assert_eq!(report["chunks"]["removed"], 0, "{report}");
     let ledger = rusqlite::Connection::open(&ledger_path).expect("open");
     assert_eq!(version(&ledger), groundidx::ledger::SCHEMA_VERSION);
+    let without_fields: i64 = ledger
+        .query_row(
+            "SELECT count(*) FROM documents WHERE fields IS NULL",
+            [],
+            |row| row.get(0),
+        )
+        .expect("count");
+    assert_eq!(
+        without_fields, 0,
+        "every document has its fields after the run"
+    );
     let without_ctime: i64 = ledger
         .query_row(
             "SELECT count(*) FROM sources WHERE ctime_ns = 0",
