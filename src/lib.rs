@@ -4,8 +4,8 @@
 pub mod chunk;
 pub mod clock;
 pub mod crash;
-pub mod embed;
 pub mod cursor;
+pub mod embed;
 pub mod error;
 pub mod export;
 pub mod ids;
