@@ -65,6 +65,8 @@
 //! - `hostile_names`: file names and text with control characters print as one harmless line.
 //! - `stat_cache`: what the stat cache may conclude: ctime, reused inodes, the schema upgrade.
 //! - `foreign_store`: another program's SQLite file as the ledger is refused and left untouched.
+//! - `embed_local`: the local embedding model: vectors as sentence-transformers makes them, the
+//!   folder's settings, the fingerprint and stat key, and an error for each unusable folder.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
 
@@ -87,6 +89,7 @@ mod config;
 mod crash;
 mod deletion;
 mod edits;
+mod embed_local;
 mod embed_server;
 mod embedding;
 mod faults;

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Embedding throughput: groundidx's local model (candle) beside sentence-transformers (PyTorch)
+# on the same chunk texts, model, maximum length and threads. See docs/BENCHMARKS.md.
+#
+# Usage: benches/embed_throughput.sh [CORPORA_DIR] [MODEL_DIR]
+#   CORPORA_DIR  the shared corpora (tldr-en/, opensearch-docs/); default $GROUNDIDX_CORPORA,
+#                else ../shared/corpora beside the repository
+#   MODEL_DIR    a sentence-transformers folder; default ../shared/models/all-MiniLM-L6-v2
+#   Either absent: the script says so and exits 0 without measuring.
+# Environment:
+#   GROUNDIDX_BENCH_WORK      stores, texts and the reference's virtualenv (default /tmp/groundidx-embed-bench)
+#   GROUNDIDX_BENCH_RUNS      timed runs of each side per corpus (default 5); the median is reported
+#   GROUNDIDX_EMBED_CHUNKS    chunks sampled from each corpus (default 300, a fixed seed)
+#   GROUNDIDX_EMBED_THREADS   threads for both sides (default: every core)
+#   GROUNDIDX_EMBED_MAX       maximum tokens for both sides (default: the folder's)
+#   GROUNDIDX_REFERENCE_PYTHON  a python3 with sentence-transformers; default a virtualenv in the work folder
+#   GROUNDIDX_EMBED_PROFILE   release (default) or dev: the dev profile builds groundidx itself
+#                             unoptimised but every dependency (candle, gemm) at opt-level 2
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+corpora="${1:-${GROUNDIDX_CORPORA:-$repo/../shared/corpora}}"
+model="${2:-$repo/../shared/models/all-MiniLM-L6-v2}"
+work="${GROUNDIDX_BENCH_WORK:-/tmp/groundidx-embed-bench}"
+runs="${GROUNDIDX_BENCH_RUNS:-5}"
+n_chunks="${GROUNDIDX_EMBED_CHUNKS:-300}"
+threads="${GROUNDIDX_EMBED_THREADS:-$(nproc)}"
+max_tokens="${GROUNDIDX_EMBED_MAX:-}"
+profile="${GROUNDIDX_EMBED_PROFILE:-release}"
+
+if [[ ! -d "$corpora/tldr-en" || ! -d "$corpora/opensearch-docs" ]]; then
+  echo "skipped: no shared corpora at $corpora (give the folder as an argument or GROUNDIDX_CORPORA)"
+  exit 0
+fi
+if [[ ! -f "$model/model.safetensors" ]]; then
+  echo "skipped: no model at $model (give the folder as the second argument)"
+  exit 0
+fi
+corpora="$(cd "$corpora" && pwd)"
+model="$(cd "$model" && pwd)"
+mkdir -p "$work"
+
+python="${GROUNDIDX_REFERENCE_PYTHON:-}"
+if [[ -z "$python" ]]; then
+  python="$work/venv/bin/python"
+  if ! "$python" -c 'import sentence_transformers' 2>/dev/null; then
+    echo "installing sentence-transformers into $work/venv" >&2
+    python3 -m venv "$work/venv"
+    "$work/venv/bin/pip" install --quiet sentence-transformers >&2
+  fi
+fi
+
+cd "$repo"
+if [[ "$profile" == release ]]; then
+  cargo build --release --locked --bin groundidx >&2
+  cargo bench --locked --bench embed_throughput --no-run >&2
+  groundidx="$repo/target/release/groundidx"
+  candle=(cargo bench --locked --bench embed_throughput --)
+else
+  cargo build --locked --bin groundidx >&2
+  cargo test --locked --bench embed_throughput --no-run >&2
+  groundidx="$repo/target/debug/groundidx"
+  candle=(cargo test --locked --bench embed_throughput --)
+fi
+echo "profile: $profile; load average: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+results="$work/embed-results.jsonl"
+: >"$results"
+for corpus in tldr-en opensearch-docs; do
+  store="$work/store-$corpus"
+  texts="$work/$corpus.jsonl"
+  rm -rf "$store"
+  "$groundidx" ingest "$corpora/$corpus" --store "$store" >/dev/null
+  "$groundidx" export --store "$store" \
+    | python3 -c '
+import random, sys
+lines = [line for line in sys.stdin if line.strip()]
+random.Random(0).shuffle(lines)
+sys.stdout.writelines(lines[:int(sys.argv[1])])' "$n_chunks" >"$texts"
+  tokens="$("$python" "$repo/benches/embed_throughput.py" "$model" "$texts" "$threads" 0 $max_tokens --tokens 2>/dev/null)"
+  echo "$corpus: $tokens" >&2
+  for side in candle reference; do
+    if [[ "$side" == candle ]]; then
+      lines="$("${candle[@]}" "$model" "$texts" "$threads" "$runs" $max_tokens 2>/dev/null)"
+    else
+      lines="$("$python" "$repo/benches/embed_throughput.py" "$model" "$texts" "$threads" "$runs" $max_tokens 2>/dev/null)"
+    fi
+    echo "$lines" | python3 -c '
+import json, statistics, sys
+corpus, side, tokens = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+rates = [json.loads(line)["chunks_per_s"] for line in sys.stdin if line.strip()]
+print(json.dumps({"corpus": corpus, "side": side, "runs": len(rates),
+                  "median_chunks_per_s": round(statistics.median(rates), 2),
+                  "all": [round(rate, 2) for rate in rates], **tokens}))' "$corpus" "$side" "$tokens" >>"$results"
+  done
+done
+
+python3 - "$results" "$threads" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+print(f"threads: {sys.argv[2]}; load average at the end: {open('/proc/loadavg').read().split()[:3]}")
+print(f"{'corpus':<16} {'chunks':>6} {'median tok':>10} {'candle c/s':>11} {'reference c/s':>14} {'ratio':>6}")
+for corpus in dict.fromkeys(row["corpus"] for row in rows):
+    by_side = {row["side"]: row for row in rows if row["corpus"] == corpus}
+    candle, reference = by_side["candle"], by_side["reference"]
+    print(f"{corpus:<16} {candle['chunks']:>6} {candle['median_tokens']:>10} "
+          f"{candle['median_chunks_per_s']:>11} {reference['median_chunks_per_s']:>14} "
+          f"{candle['median_chunks_per_s'] / reference['median_chunks_per_s']:>6.2f}")
+PY

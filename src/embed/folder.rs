@@ -1,0 +1,366 @@
+//! Reading a sentence-transformers folder: which files it has and what they say, resolved
+//! with the user's `LocalConfig` into the settings a model runs with.
+//!
+//! It reads only the small JSON files (never the weights), so `fingerprint` and `stat_key` can
+//! use it without loading anything. Precedence for each setting: `LocalConfig`, then the folder
+//! (`sentence_bert_config.json`, `1_Pooling/config.json`, `2_Normalize/`,
+//! `config_sentence_transformers.json`'s `prompts`), then the model family's default (known by
+//! the folder's name: bge and e5 models publish their prefixes in their model cards, not in
+//! their folders).
+
+use std::path::{Path, PathBuf};
+
+use candle_transformers::models::bert;
+use serde_json::Value;
+
+use super::LocalConfig;
+use crate::error::{Error, Result};
+
+pub const CONFIG: &str = "config.json";
+pub const WEIGHTS: &str = "model.safetensors";
+pub const TOKENIZER: &str = "tokenizer.json";
+pub const POOLING: &str = "1_Pooling/config.json";
+pub const NORMALIZE: &str = "2_Normalize";
+pub const SENTENCE_BERT: &str = "sentence_bert_config.json";
+pub const SENTENCE_TRANSFORMERS: &str = "config_sentence_transformers.json";
+
+/// Every path the settings or the vectors depend on, in a fixed order (for `stat_key`).
+pub const FILES: [&str; 7] = [
+    CONFIG,
+    WEIGHTS,
+    TOKENIZER,
+    POOLING,
+    NORMALIZE,
+    SENTENCE_BERT,
+    SENTENCE_TRANSFORMERS,
+];
+
+/// How token vectors become one vector per text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// The mean of the vectors of real (unpadded) tokens.
+    Mean,
+    /// The vector of the first token (`[CLS]`).
+    Cls,
+    /// The element-wise maximum over real tokens.
+    Max,
+}
+
+impl Pooling {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pooling::Mean => "mean",
+            Pooling::Cls => "cls",
+            Pooling::Max => "max",
+        }
+    }
+}
+
+/// What a model runs with, resolved from the config, the folder and the family defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub pooling: Pooling,
+    /// Whether the folder asks for normalisation (`2_Normalize/`). Vectors are L2-normalised
+    /// either way (cosine similarity is then a dot product, and a direction is all a cosine
+    /// sees); the flag is reported and fingerprinted as the folder states it.
+    pub normalize: bool,
+    pub query_prefix: String,
+    pub passage_prefix: String,
+    /// Tokens per text, `[CLS]` and `[SEP]` included; longer texts are truncated.
+    pub max_tokens: usize,
+}
+
+/// A sentence-transformers folder, read and checked (weights excepted).
+#[derive(Debug)]
+pub struct ModelFolder {
+    pub dir: PathBuf,
+    /// The raw bytes of `config.json` (fingerprinted as they are).
+    pub config_bytes: Vec<u8>,
+    pub bert: bert::Config,
+    pub settings: Settings,
+}
+
+impl ModelFolder {
+    /// Reads and checks every small file of the folder and resolves the settings.
+    pub fn read(config: &LocalConfig) -> Result<ModelFolder> {
+        let dir = config.dir.clone();
+        if !dir.is_dir() {
+            return Err(model_error(
+                &dir,
+                format!("{} is not a folder", dir.display()),
+                "pass the folder of a sentence-transformers model (the one holding config.json and model.safetensors)",
+            ));
+        }
+        for required in [WEIGHTS, TOKENIZER] {
+            if !dir.join(required).is_file() {
+                return Err(model_error(
+                    &dir,
+                    format!("{required} is missing"),
+                    "download the whole model folder again (sentence-transformers layout)",
+                ));
+            }
+        }
+        let config_bytes = read_file(&dir, CONFIG)?.ok_or_else(|| {
+            model_error(
+                &dir,
+                format!("{CONFIG} is missing"),
+                "download the whole model folder again (sentence-transformers layout)",
+            )
+        })?;
+        let bert = parse_bert_config(&dir, &config_bytes)?;
+
+        let pooling = match read_json(&dir, POOLING)? {
+            Some(pooling) => parse_pooling(&dir, &pooling)?,
+            None => Pooling::Mean,
+        };
+        let normalize = dir.join(NORMALIZE).is_dir();
+        let folder_max = match read_json(&dir, SENTENCE_BERT)? {
+            Some(sentence_bert) => match sentence_bert.get("max_seq_length") {
+                Some(Value::Number(number)) => Some(number.as_u64().ok_or_else(|| {
+                    model_error(
+                        &dir,
+                        format!("{SENTENCE_BERT}: max_seq_length {number} is not a whole number"),
+                        "fix the file, or set the maximum length in the configuration",
+                    )
+                })? as usize),
+                Some(Value::Null) | None => None,
+                Some(other) => {
+                    return Err(model_error(
+                        &dir,
+                        format!("{SENTENCE_BERT}: max_seq_length {other} is not a number"),
+                        "fix the file, or set the maximum length in the configuration",
+                    ));
+                }
+            },
+            None => None,
+        };
+        let (folder_query, folder_passage) = match read_json(&dir, SENTENCE_TRANSFORMERS)? {
+            Some(sentence_transformers) => parse_prompts(&dir, &sentence_transformers)?,
+            None => (None, None),
+        };
+        let family = Family::of(&dir);
+
+        let max_tokens = config
+            .max_tokens
+            .or(folder_max)
+            .unwrap_or(bert.max_position_embeddings);
+        if max_tokens < 2 || max_tokens > bert.max_position_embeddings {
+            return Err(model_error(
+                &dir,
+                format!(
+                    "a maximum length of {max_tokens} tokens is out of range: the model has {} positions",
+                    bert.max_position_embeddings
+                ),
+                format!(
+                    "set the maximum length between 2 and {}",
+                    bert.max_position_embeddings
+                ),
+            ));
+        }
+        let settings = Settings {
+            pooling,
+            normalize,
+            query_prefix: config
+                .query_prefix
+                .clone()
+                .or(folder_query)
+                .unwrap_or_else(|| family.query_prefix().to_owned()),
+            passage_prefix: config
+                .passage_prefix
+                .clone()
+                .or(folder_passage)
+                .unwrap_or_else(|| family.passage_prefix().to_owned()),
+            max_tokens,
+        };
+        Ok(ModelFolder {
+            dir,
+            config_bytes,
+            bert,
+            settings,
+        })
+    }
+}
+
+/// An `Error::Model` for the folder: what is wrong, then what to do.
+pub fn model_error(
+    dir: &Path,
+    message: impl std::fmt::Display,
+    hint: impl std::fmt::Display,
+) -> Error {
+    Error::Model {
+        model: dir.display().to_string(),
+        message: format!("{message}\nhint: {hint}"),
+    }
+}
+
+/// Model families whose prefixes are conventions of the model card rather than folder files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    BgeEnglish,
+    E5,
+    Other,
+}
+
+impl Family {
+    fn of(dir: &Path) -> Family {
+        let name = dir
+            .file_name()
+            .map(|name| name.to_string_lossy().to_lowercase())
+            .unwrap_or_default();
+        if name.contains("bge-") && name.contains("-en") {
+            Family::BgeEnglish
+        } else if name.starts_with("e5-") || name.contains("-e5-") || name.contains("_e5-") {
+            Family::E5
+        } else {
+            Family::Other
+        }
+    }
+
+    fn query_prefix(self) -> &'static str {
+        match self {
+            Family::BgeEnglish => "Represent this sentence for searching relevant passages: ",
+            Family::E5 => "query: ",
+            Family::Other => "",
+        }
+    }
+
+    fn passage_prefix(self) -> &'static str {
+        match self {
+            Family::E5 => "passage: ",
+            Family::BgeEnglish | Family::Other => "",
+        }
+    }
+}
+
+fn read_file(dir: &Path, name: &str) -> Result<Option<Vec<u8>>> {
+    let path = dir.join(name);
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(model_error(
+            dir,
+            format!("{name} cannot be read: {error}"),
+            "check the file's permissions",
+        )),
+    }
+}
+
+fn read_json(dir: &Path, name: &str) -> Result<Option<Value>> {
+    let Some(bytes) = read_file(dir, name)? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes).map(Some).map_err(|error| {
+        model_error(
+            dir,
+            format!("{name} is not valid JSON: {error}"),
+            "download the model folder again",
+        )
+    })
+}
+
+fn parse_bert_config(dir: &Path, bytes: &[u8]) -> Result<bert::Config> {
+    let json: Value = serde_json::from_slice(bytes).map_err(|error| {
+        model_error(
+            dir,
+            format!("{CONFIG} is not valid JSON: {error}"),
+            "download the model folder again",
+        )
+    })?;
+    let model_type = json.get("model_type").and_then(Value::as_str);
+    if model_type != Some("bert") {
+        return Err(model_error(
+            dir,
+            format!(
+                "{CONFIG} describes a {} model, not a BERT one",
+                model_type.map_or_else(|| "model_type-less".to_owned(), |name| format!("{name:?}"))
+            ),
+            "use a BERT-family sentence-transformers model (model_type \"bert\": all-MiniLM-L6-v2, bge-small-en-v1.5, e5-small-v2, …)",
+        ));
+    }
+    serde_json::from_value(json).map_err(|error| {
+        model_error(
+            dir,
+            format!("{CONFIG} is not a BERT configuration this build can run: {error}"),
+            "download the model folder again",
+        )
+    })
+}
+
+fn parse_pooling(dir: &Path, pooling: &Value) -> Result<Pooling> {
+    let flag = |key: &str| pooling.get(key).and_then(Value::as_bool).unwrap_or(false);
+    let unsupported = [
+        "pooling_mode_mean_sqrt_len_tokens",
+        "pooling_mode_weightedmean_tokens",
+        "pooling_mode_lasttoken",
+    ]
+    .into_iter()
+    .filter(|key| flag(key))
+    .collect::<Vec<_>>();
+    let chosen = [
+        ("pooling_mode_mean_tokens", Pooling::Mean),
+        ("pooling_mode_cls_token", Pooling::Cls),
+        ("pooling_mode_max_tokens", Pooling::Max),
+    ]
+    .into_iter()
+    .filter(|(key, _)| flag(key))
+    .map(|(_, mode)| mode)
+    .collect::<Vec<_>>();
+    match (chosen.as_slice(), unsupported.as_slice()) {
+        ([mode], []) => Ok(*mode),
+        ([], []) => Err(model_error(
+            dir,
+            format!("{POOLING} names no pooling mode"),
+            "set one of pooling_mode_mean_tokens, pooling_mode_cls_token or pooling_mode_max_tokens to true",
+        )),
+        _ => Err(model_error(
+            dir,
+            format!(
+                "{POOLING} asks for pooling this build does not do ({})",
+                chosen
+                    .iter()
+                    .map(|mode| mode.name())
+                    .chain(unsupported.iter().copied())
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            ),
+            "use a model with exactly one of mean, CLS or max pooling",
+        )),
+    }
+}
+
+/// The query and passage prompts of `config_sentence_transformers.json`, when it has them.
+fn parse_prompts(
+    dir: &Path,
+    sentence_transformers: &Value,
+) -> Result<(Option<String>, Option<String>)> {
+    let Some(prompts) = sentence_transformers.get("prompts") else {
+        return Ok((None, None));
+    };
+    let Some(prompts) = prompts.as_object() else {
+        return Err(model_error(
+            dir,
+            format!("{SENTENCE_TRANSFORMERS}: prompts is not an object"),
+            "fix the file, or set both prefixes in the configuration",
+        ));
+    };
+    let prompt = |keys: &[&str]| -> Result<Option<String>> {
+        for key in keys {
+            match prompts.get(*key) {
+                Some(Value::String(text)) => return Ok(Some(text.clone())),
+                Some(other) => {
+                    return Err(model_error(
+                        dir,
+                        format!("{SENTENCE_TRANSFORMERS}: prompt {key:?} is {other}, not a string"),
+                        "fix the file, or set both prefixes in the configuration",
+                    ));
+                }
+                None => {}
+            }
+        }
+        Ok(None)
+    };
+    Ok((
+        prompt(&["query"])?,
+        prompt(&["passage", "document", "corpus"])?,
+    ))
+}
