@@ -305,8 +305,26 @@ pub fn search_page(
     };
     let config = QueryConfig::default();
     let query_vector = match sources_in.semantic() {
-        Some((_, embedder)) if mode != Mode::Lexical => {
-            match embedder.embed_query(&request.query) {
+        Some((set, embedder)) if mode != Mode::Lexical => {
+            let embedded = embedder.embed_query(&request.query).and_then(|vector| {
+                if vector.len() == set.dims {
+                    return Ok(vector);
+                }
+                let described = embedder.describe();
+                Err(Error::Model {
+                    model: described["url"]
+                        .as_str()
+                        .or(described["path"].as_str())
+                        .or(described["dir"].as_str())
+                        .map_or_else(|| embedder.fingerprint().to_hex(), str::to_string),
+                    message: format!(
+                        "it embedded the query in {} dimensions, the store's vectors have {}\nhint: embed the store with this model (`groundidx embed`), or search with the one that made its vectors",
+                        vector.len(),
+                        set.dims
+                    ),
+                })
+            });
+            match embedded {
                 Ok(vector) => Some(vector),
                 // Hybrid only because it was the default: words alone still answer, and the
                 // answer's mode says so.

@@ -162,14 +162,15 @@ fn verify_vectors(reader: &StoreReader) -> Result<Option<VectorCheck>> {
             ids.push(id);
             Ok(())
         })?;
+        let damaged = ledger.damaged_vectors(&model.fingerprint, model.dims)?;
         let marker = crate::vectors::Marker {
             fingerprint: model.fingerprint,
             generation: ledger.generation()?,
             vector_seq: ledger.vector_seq()?,
         };
-        Ok(Some((marker, ids)))
+        Ok(Some((marker, model.dims, ids, damaged)))
     })?;
-    let Some((wanted, ledger_ids)) = found else {
+    let Some((wanted, dims, ledger_ids, damaged)) = found else {
         return Ok(None);
     };
     let mut check = VectorCheck {
@@ -183,6 +184,20 @@ fn verify_vectors(reader: &StoreReader) -> Result<Option<VectorCheck>> {
         lag_only: false,
         identical: false,
     };
+    if !damaged.is_empty() {
+        let named: Vec<String> = damaged.iter().take(10).map(ChunkId::to_hex).collect();
+        check.problem = Some(format!(
+            "the ledger's vectors of {} chunk(s) are not {dims} numbers (damaged): {}{}\nhint: run `groundidx rebuild` (it removes them; the next ingest with the model embeds them again)",
+            damaged.len(),
+            named.join(", "),
+            if damaged.len() > named.len() {
+                ", …"
+            } else {
+                ""
+            }
+        ));
+        return Ok(Some(check));
+    }
     let set = match file {
         Ok(Some(set)) => set,
         Ok(None) => {

@@ -164,7 +164,13 @@ impl RemoteModel {
         }
         let mut response = request
             .send(body.to_string().as_bytes())
-            .map_err(|err| Failure::Retry(format!("cannot reach it: {err}"), None))?;
+            .map_err(|err| match err {
+                // A redirect of the request is refused or loops: trying again changes nothing.
+                ureq::Error::RedirectFailed | ureq::Error::TooManyRedirects => Failure::Fatal(format!(
+                    "it redirects the request ({err})\nhint: pass the address it redirects to as --embed-url"
+                )),
+                err => Failure::Retry(format!("cannot reach it: {err}"), None),
+            })?;
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -244,10 +250,18 @@ fn excerpt(text: &str) -> String {
     out
 }
 
+/// Scales `vector` to length 1; the length is summed in f64, so large or tiny (finite) values
+/// neither overflow to a zero vector nor vanish.
 fn normalise(vector: &mut [f32]) {
-    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let norm = vector
+        .iter()
+        .map(|&x| f64::from(x) * f64::from(x))
+        .sum::<f64>()
+        .sqrt();
     if norm > 0.0 {
-        vector.iter_mut().for_each(|x| *x /= norm);
+        vector
+            .iter_mut()
+            .for_each(|x| *x = (f64::from(*x) / norm) as f32);
     }
 }
 
@@ -293,6 +307,29 @@ impl Embedder for RemoteModel {
 
     fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
         let input = self.prepare(self.config.query_prefix.as_deref(), text);
-        Ok(self.request(&[input])?.remove(0))
+        let vector = self.request(&[input])?.remove(0);
+        if vector.len() != self.dims {
+            return Err(self.error(format!(
+                "it embedded the query in {} dimensions, its first answer had {}",
+                vector.len(),
+                self.dims
+            )));
+        }
+        Ok(vector)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalise;
+
+    #[test]
+    fn large_and_tiny_finite_values_normalise_to_length_one() {
+        for value in [1e30f32, 1e-30, f32::MAX, f32::MIN_POSITIVE] {
+            let mut vector = vec![value, value, 0.0, -value];
+            normalise(&mut vector);
+            let length: f32 = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((length - 1.0).abs() < 1e-5, "{value}: {vector:?}");
+        }
     }
 }

@@ -343,6 +343,61 @@ impl Ledger {
         Ok(())
     }
 
+    /// Chunks whose vector under `model` is not `dims` f32s: a blob damaged in the ledger.
+    pub fn damaged_vectors(&self, model: &Fingerprint, dims: usize) -> Result<Vec<ChunkId>> {
+        if !self.has_vector_tables()? {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT chunk_id FROM vectors WHERE model = ?1 AND length(vector) != ?2
+                 ORDER BY chunk_id",
+            )
+            .map_err(sql_error("read damaged vectors"))?;
+        let ids = stmt
+            .query_map(params![model.0.as_slice(), (dims * 4) as i64], |row| {
+                chunk_id_column(row, 0)
+            })
+            .map_err(sql_error("read damaged vectors"))?
+            .collect::<rusqlite::Result<Vec<ChunkId>>>()
+            .map_err(sql_error("read damaged vectors"))?;
+        Ok(ids)
+    }
+
+    /// Removes the vectors of `model` that are not `dims` f32s, so that the next embedding run
+    /// makes them again (the model no longer counts as complete, and `vector_seq` moves on).
+    pub fn remove_damaged_vectors(&mut self, model: &Fingerprint, dims: usize) -> Result<u64> {
+        if !self.has_vector_tables()? {
+            return Ok(0);
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql_error("begin removing damaged vectors"))?;
+        let removed = tx
+            .execute(
+                "DELETE FROM vectors WHERE model = ?1 AND length(vector) != ?2",
+                params![model.0.as_slice(), (dims * 4) as i64],
+            )
+            .map_err(sql_error("remove damaged vectors"))? as u64;
+        if removed > 0 {
+            tx.execute(
+                "UPDATE embedding_models SET complete_at = NULL WHERE fingerprint = ?1",
+                [model.0.as_slice()],
+            )
+            .map_err(sql_error("record an incomplete embedding"))?;
+            tx.execute(
+                "UPDATE meta SET value = value + 1 WHERE name = 'vector_seq'",
+                [],
+            )
+            .map_err(sql_error("bump vector_seq"))?;
+        }
+        tx.commit()
+            .map_err(sql_error("commit removing damaged vectors"))?;
+        Ok(removed)
+    }
+
     /// Removes the vectors of the models that search used before the active one (a model
     /// still being embedded, never active yet, is kept), and every vector whose chunk the
     /// ledger no longer holds.

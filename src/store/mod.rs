@@ -347,6 +347,18 @@ impl Store {
     /// Makes the vector index again from the ledger's vectors, whatever its marker says (for
     /// `rebuild`, which must heal a damaged file whose header still reads).
     pub fn rebuild_vectors(&mut self) -> Result<()> {
+        // A vector damaged in the ledger is removed, so the next embedding run makes it again.
+        if let Some(model) = self.ledger.active_model()? {
+            let removed = self
+                .ledger
+                .remove_damaged_vectors(&model.fingerprint, model.dims)?;
+            if removed > 0 {
+                tracing::warn!(
+                    removed,
+                    "removed damaged vectors from the ledger; the next embedding run makes them again"
+                );
+            }
+        }
         let wanted = self.wanted_vectors()?;
         self.write_vectors(wanted)
             .map_err(|err| err.in_store(&self.paths.dir))
@@ -361,10 +373,15 @@ impl Store {
         let count = ledger.read_snapshot(|ledger| {
             vectors::write(&path, &marker, dims, |sink| {
                 ledger.for_each_vector(&marker.fingerprint, |id, bytes| {
-                    let vector = decode_vector(bytes).ok_or_else(|| {
-                        Error::Inconsistent(format!("the ledger's vector of chunk {id} is damaged"))
-                    })?;
-                    sink(&id, &vector)
+                    // A damaged vector is left out (`verify` names it, `rebuild` removes it),
+                    // so that one bad blob does not stop every writer.
+                    match decode_vector(bytes).filter(|vector| vector.len() == dims) {
+                        Some(vector) => sink(&id, &vector),
+                        None => {
+                            tracing::warn!(chunk = %id, bytes = bytes.len(), "the ledger's vector of this chunk is damaged; leaving it out of the vector index");
+                            Ok(())
+                        }
+                    }
                 })
             })
         })?;

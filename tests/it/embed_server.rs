@@ -21,7 +21,8 @@ pub enum Vectors {
     /// The local model.
     Model(Arc<dyn Embedder>),
     /// Word vectors for a first request (the probe), then a broken answer of this kind:
-    /// `fewer` (one vector short), `ragged` (vectors of two lengths), `garbage` (not JSON).
+    /// `fewer` (one vector short), `ragged` (vectors of two lengths), `garbage` (not JSON),
+    /// `longer-later` (65 dimensions); or `longer`: 65 dimensions from the probe on.
     Broken(&'static str),
 }
 
@@ -81,6 +82,13 @@ fn word_vector(text: &str) -> Vec<f32> {
     if v.iter().all(|x| *x == 0.0) {
         v[0] = 1.0;
     }
+    v
+}
+
+/// A word vector with one more dimension.
+fn longer_vector(text: &str) -> Vec<f32> {
+    let mut v = word_vector(text);
+    v.push(1.0);
     v
 }
 
@@ -208,8 +216,10 @@ fn serve(
             let first = inputs.load(Ordering::SeqCst) == batch.len() as u64;
             let made: Vec<Vec<f32>> = match vectors {
                 Vectors::Words => batch.iter().map(|t| word_vector(t)).collect(),
+                Vectors::Broken("longer") => batch.iter().map(|t| longer_vector(t)).collect(),
                 Vectors::Broken(_) if first => batch.iter().map(|t| word_vector(t)).collect(),
                 Vectors::Broken("fewer") => batch.iter().skip(1).map(|t| word_vector(t)).collect(),
+                Vectors::Broken("longer-later") => batch.iter().map(|t| longer_vector(t)).collect(),
                 Vectors::Broken("ragged") => batch
                     .iter()
                     .enumerate()

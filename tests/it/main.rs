@@ -19,6 +19,12 @@
 //! - `embedding`: every passage embedded once (no-op, edit, rename, shared passage, kill during
 //!   embedding, a new model), the vector index checked by `verify` and made by `rebuild`,
 //!   filters in every mode, an unreachable or failing model.
+//! - `embed_kill`: SIGKILL at random moments (seeded) during embedding runs and model switches
+//!   heals to one vector per chunk, each passage embedded once but for the pages kills lost.
+//! - `hostile_servers`: embeddings servers answering NaN, infinities, wrong or duplicate indexes,
+//!   too many or changing dimensions, non-UTF-8, redirect loops, 429, or dying after the probe.
+//! - `hostile_vectors`: a ledger vector of the wrong length, a foreign, truncated or empty
+//!   vector index, a model answering queries in other dimensions: named, and healed by `rebuild`.
 //! - `verify`: invariant 4, verify passes on a healthy store and names every difference.
 //! - `verify_race`: `verify` beside a committing writer reports a lag at most, never a false
 //!   difference.
@@ -90,6 +96,7 @@ mod crash;
 mod deletion;
 mod edits;
 mod embed_local;
+mod embed_kill;
 mod embed_server;
 mod embedding;
 mod faults;
@@ -98,7 +105,9 @@ mod fuzz_regressions;
 mod heal;
 mod hostile_input;
 mod hostile_names;
+mod hostile_servers;
 mod hostile_tree;
+mod hostile_vectors;
 mod identifiers;
 mod kill;
 mod lock;
