@@ -7,6 +7,7 @@
 //! Prints one JSON line per run: `{"run", "chunks", "seconds", "chunks_per_s"}`.
 //! Without arguments (as `cargo bench` runs every bench) it says so and measures nothing.
 
+use std::io::Write;
 use std::time::Instant;
 
 use groundidx::embed::Embedder;
@@ -55,7 +56,8 @@ fn main() {
         }
         let seconds = start.elapsed().as_secs_f64();
         assert_eq!(n_vectors, texts.len());
-        println!(
+        writeln!(
+            std::io::stdout().lock(),
             "{}",
             serde_json::json!({
                 "run": run,
@@ -63,6 +65,7 @@ fn main() {
                 "seconds": seconds,
                 "chunks_per_s": texts.len() as f64 / seconds,
             })
-        );
+        )
+        .expect("write to stdout");
     }
 }

@@ -57,8 +57,9 @@ if [[ "$profile" == release ]]; then
   groundidx="$repo/target/release/groundidx"
   candle=(cargo bench --locked --bench embed_throughput --)
 else
-  cargo build --locked --bin groundidx >&2
-  cargo test --locked --bench embed_throughput --no-run >&2
+  # Built as the integration tests build it, so with the same dependency features (dev-dependencies
+  # included) as the bench: a plain `cargo build` would compile candle again.
+  cargo test --locked --test it --bench embed_throughput --no-run >&2
   groundidx="$repo/target/debug/groundidx"
   candle=(cargo test --locked --bench embed_throughput --)
 fi
