@@ -5,7 +5,7 @@
 //! the words (for the tests of what is embedded when, where the vectors' meaning is beside the
 //! point).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -172,26 +172,9 @@ fn serve(
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = stream;
     loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line)? == 0 {
+        let Some(body) = read_request(&mut reader)? else {
             return Ok(());
-        }
-        let mut length = 0usize;
-        loop {
-            let mut header = String::new();
-            reader.read_line(&mut header)?;
-            let header = header.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0u8; length];
-        reader.read_exact(&mut body)?;
+        };
         let (status, answer) = if failing.load(Ordering::SeqCst) {
             (
                 "503 Service Unavailable",
@@ -267,4 +250,30 @@ fn serve(
         )?;
         writer.flush()?;
     }
+}
+
+/// Reads one HTTP/1.1 request from a connection and returns its body; `None` when the client
+/// closed it. Shared with the hostile servers of `hostile_servers`.
+pub fn read_request(reader: &mut impl BufRead) -> std::io::Result<Option<Vec<u8>>> {
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line)? == 0 {
+        return Ok(None);
+    }
+    let mut length = 0usize;
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header)?;
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body)?;
+    Ok(Some(body))
 }

@@ -4,7 +4,7 @@
 //! Each fails the embedding with an error naming the address and stores no vector (or, for
 //! 429, waits and embeds each passage once), and lexical search keeps working.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -75,26 +75,9 @@ fn serve(
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = stream;
     loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line)? == 0 {
+        let Some(body) = crate::embed_server::read_request(&mut reader)? else {
             return Ok(());
-        }
-        let mut length = 0usize;
-        loop {
-            let mut header = String::new();
-            reader.read_line(&mut header)?;
-            let header = header.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0u8; length];
-        reader.read_exact(&mut body)?;
+        };
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let inputs = request["input"].as_array().map_or(0, Vec::len);
         let n = counter.fetch_add(1, Ordering::SeqCst);
