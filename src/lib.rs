@@ -1,6 +1,7 @@
 //! groundidx: a content-addressed, idempotent, crash-safe indexer for documents that AI agents
 //! search. See ARCHITECTURE.md for the design; the binary in `src/main.rs` is a thin shell.
 
+pub mod ann;
 pub mod chunk;
 pub mod clock;
 pub mod crash;

@@ -10,7 +10,12 @@
 //! chunks removed since are dropped by the ledger lookup that every hit goes through), and the
 //! next writer makes it again.
 //!
-//! Search is exact: a dot product with every vector (they are L2-normalised), in parallel.
+//! Search is exact (a dot product with every vector; they are L2-normalised) below
+//! [`ANN_FROM`] vectors. From there a writer also builds an HNSW graph of the rows (`ann`),
+//! `vectors.ann`, tagged with the marker of the `vectors.bin` it was built from and written
+//! aside and renamed the same way; a reader uses it only when its tag and row count are those of
+//! the `vectors.bin` it read, and otherwise searches exactly (right, only slower) until the next
+//! writer builds it.
 
 use std::collections::{BinaryHeap, HashSet};
 use std::io::{BufWriter, Read, Write};
@@ -18,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use crate::ann::{AnnConfig, AnnIndex};
 use crate::crash::crash_point;
 use crate::embed::Fingerprint;
 use crate::error::{Error, Result};
@@ -31,6 +37,22 @@ const HEADER_LEN: usize = 8 + 4 + 4 + 32 + 8 + 8;
 const TRAILER_LEN: usize = 8 + 32;
 /// Below this many vectors a search runs on one thread.
 const PARALLEL_FROM: usize = 32_768;
+/// From this many vectors a writer builds the ANN graph and searches go through it; below,
+/// exact search is fast enough (docs/BENCHMARKS.md, "Vector search"). `GROUNDIDX_ANN_FROM`
+/// overrides it.
+pub const ANN_FROM: usize = 100_000;
+/// A filtered search allowing at most this many chunks is answered exactly even when there is a
+/// graph: a graph search would walk through many disallowed nodes to find k allowed ones.
+pub const EXACT_FILTER_LIMIT: usize = 10_000;
+
+/// The number of vectors from which the ANN graph is built: [`ANN_FROM`], or
+/// `GROUNDIDX_ANN_FROM` when that is set to a whole number.
+pub fn ann_from() -> usize {
+    std::env::var("GROUNDIDX_ANN_FROM")
+        .ok()
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(ANN_FROM)
+}
 
 /// The state of the ledger a vector index was made from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +80,8 @@ pub struct VectorSet {
     ids: Vec<ChunkId>,
     keys: Vec<u64>,
     data: Vec<f32>,
+    /// The graph over the rows, when one was built for exactly these rows.
+    ann: Option<AnnIndex>,
 }
 
 impl std::fmt::Debug for VectorSet {
@@ -66,6 +90,7 @@ impl std::fmt::Debug for VectorSet {
             .field("marker", &self.marker)
             .field("dims", &self.dims)
             .field("len", &self.ids.len())
+            .field("ann", &self.ann.is_some())
             .finish()
     }
 }
@@ -77,6 +102,15 @@ pub fn path(dir: &Path) -> PathBuf {
 
 fn temporary(path: &Path) -> PathBuf {
     path.with_extension("bin.tmp")
+}
+
+/// The ANN graph's file beside the vector index file `path`.
+pub fn ann_path(path: &Path) -> PathBuf {
+    path.with_extension("ann")
+}
+
+fn ann_temporary(path: &Path) -> PathBuf {
+    path.with_extension("ann.tmp")
 }
 
 /// A score with its row, ordered so that a max-heap keeps the worst on top.
@@ -131,6 +165,17 @@ impl VectorSet {
         k: usize,
         allowed: Option<&HashSet<u64>>,
     ) -> Result<Vec<(ChunkId, f32)>> {
+        self.search_with(query, k, allowed, EXACT_FILTER_LIMIT)
+    }
+
+    /// [`VectorSet::search`], answering a filter of at most `exact_filter_limit` chunks exactly.
+    fn search_with(
+        &self,
+        query: &[f32],
+        k: usize,
+        allowed: Option<&HashSet<u64>>,
+        exact_filter_limit: usize,
+    ) -> Result<Vec<(ChunkId, f32)>> {
         if query.len() != self.dims {
             return Err(Error::Model {
                 model: self.marker.fingerprint.to_hex(),
@@ -140,6 +185,25 @@ impl VectorSet {
                     self.dims
                 ),
             });
+        }
+        if let Some(ann) = &self.ann
+            && allowed.is_none_or(|allowed| allowed.len() > exact_filter_limit)
+        {
+            let keys = &self.keys;
+            let filter =
+                |row: u64| allowed.is_none_or(|allowed| allowed.contains(&keys[row as usize]));
+            let hits = match allowed {
+                None => ann.search(query, k, None),
+                Some(_) => ann.search(query, k, Some(&filter)),
+            };
+            // A filtered walk can end with fewer than k allowed rows while more exist: then
+            // the exact search below answers.
+            if hits.len() >= k.min(self.len()) || allowed.is_none() {
+                return Ok(hits
+                    .into_iter()
+                    .map(|(row, score)| (self.ids[row as usize], score))
+                    .collect());
+            }
         }
         let top_of = |range: std::ops::Range<usize>| -> BinaryHeap<Scored> {
             let mut heap = BinaryHeap::with_capacity(k + 1);
@@ -179,8 +243,45 @@ impl VectorSet {
             .collect())
     }
 
-    /// Reads the vector index file; `Ok(None)` when there is none.
+    /// Whether searches go through an ANN graph.
+    pub fn has_ann(&self) -> bool {
+        self.ann.is_some()
+    }
+
+    /// Reads the vector index file, and the ANN graph beside it when that was built from this
+    /// very file (a graph that is missing, stale or damaged is left out: searches are exact);
+    /// `Ok(None)` when there is no vector index.
     pub fn read(path: &Path) -> Result<Option<VectorSet>> {
+        let Some(mut set) = VectorSet::read_rows(path)? else {
+            return Ok(None);
+        };
+        let ann = ann_path(path);
+        if AnnIndex::read_tag(&ann)? == Some(set.marker.key()) {
+            match AnnIndex::load(&ann) {
+                Ok(graph) if graph.len() == set.len() && graph.dims() == set.dims => {
+                    set.ann = Some(graph);
+                }
+                Ok(graph) => tracing::warn!(
+                    path = %ann.display(),
+                    rows = graph.len(),
+                    expected = set.len(),
+                    "the ANN graph does not match the vector index; searching exactly"
+                ),
+                Err(err) => {
+                    tracing::warn!(error = %err, "the ANN graph cannot be used; searching exactly");
+                }
+            }
+        }
+        Ok(Some(set))
+    }
+
+    /// Whether the ANN graph file beside `path` was built for the vector index with `marker`
+    /// (from its trailer alone), so that a reader holding a set without one should read again.
+    pub fn ann_ready(path: &Path, marker: &Marker) -> Result<bool> {
+        Ok(AnnIndex::read_tag(&ann_path(path))? == Some(marker.key()))
+    }
+
+    fn read_rows(path: &Path) -> Result<Option<VectorSet>> {
         let mut bytes = Vec::new();
         match std::fs::File::open(path) {
             Ok(mut file) => file
@@ -272,6 +373,7 @@ fn parse(bytes: &[u8]) -> std::result::Result<VectorSet, String> {
         ids: ids_out,
         keys,
         data,
+        ann: None,
     })
 }
 
@@ -345,8 +447,63 @@ pub fn write(
     Ok(count)
 }
 
+/// The row count recorded in the trailer of the vector index file (nothing else is checked);
+/// `Ok(None)` when there is no file or it is too short to hold a trailer.
+pub fn read_count(path: &Path) -> Result<Option<u64>> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(Error::io(format!("open {}", path.display()), err)),
+    };
+    let len = file
+        .metadata()
+        .map_err(|err| Error::io(format!("stat {}", path.display()), err))?
+        .len();
+    if len < (HEADER_LEN + TRAILER_LEN) as u64 {
+        return Ok(None);
+    }
+    let mut count = [0u8; 8];
+    file.seek(SeekFrom::Start(len - TRAILER_LEN as u64))
+        .and_then(|_| file.read_exact(&mut count))
+        .map_err(|err| Error::io(format!("read {}", path.display()), err))?;
+    Ok(Some(u64::from_le_bytes(count)))
+}
+
+/// Builds the ANN graph of `set`'s rows, tagged with its marker, and writes it beside the
+/// vector index file `path`: aside, synced, then renamed into place.
+pub fn write_ann(path: &Path, set: &VectorSet) -> Result<()> {
+    let graph = AnnIndex::build(set.dims, &set.data, AnnConfig::default(), set.marker.key())?;
+    let aside = ann_temporary(path);
+    graph.save(&aside)?;
+    crash_point("ann.before_rename");
+    let target = ann_path(path);
+    std::fs::rename(&aside, &target)
+        .map_err(|err| Error::io(format!("rename {} into place", aside.display()), err))?;
+    if let Some(dir) = path.parent()
+        && let Ok(dir) = std::fs::File::open(dir)
+    {
+        let _ = dir.sync_all();
+    }
+    crash_point("ann.after_rename");
+    Ok(())
+}
+
+/// Removes the ANN graph beside the vector index file `path` and what a killed write left.
+pub fn remove_ann(path: &Path) -> Result<()> {
+    for file in [ann_path(path), ann_temporary(path)] {
+        match std::fs::remove_file(&file) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(Error::io(format!("remove {}", file.display()), err)),
+        }
+    }
+    Ok(())
+}
+
 /// Removes the vector index and what a killed write left beside it.
 pub fn remove(path: &Path) -> Result<()> {
+    remove_ann(path)?;
     for file in [path.to_path_buf(), temporary(path)] {
         match std::fs::remove_file(&file) {
             Ok(()) => {}
@@ -361,15 +518,6 @@ pub fn remove(path: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn unit(seed: u32, dims: usize) -> Vec<f32> {
-        let mut v: Vec<f32> = (0..dims)
-            .map(|i| (((seed as usize * 31 + i * 17) % 97) as f32) - 48.0)
-            .collect();
-        let norm = dot(&v, &v).sqrt();
-        v.iter_mut().for_each(|x| *x /= norm);
-        v
-    }
-
     fn marker() -> Marker {
         Marker {
             fingerprint: Fingerprint([7; 32]),
@@ -379,8 +527,11 @@ mod tests {
     }
 
     fn written(dir: &Path, n: u32, dims: usize) -> (PathBuf, Vec<(ChunkId, Vec<f32>)>) {
-        let rows: Vec<(ChunkId, Vec<f32>)> = (0..n)
-            .map(|i| (ids::chunk_id(&[], &format!("chunk {i}")), unit(i, dims)))
+        let vectors = crate::ann::random_unit_rows(n as usize, dims, 17);
+        let rows: Vec<(ChunkId, Vec<f32>)> = vectors
+            .chunks_exact(dims)
+            .enumerate()
+            .map(|(i, v)| (ids::chunk_id(&[], &format!("chunk {i}")), v.to_vec()))
             .collect();
         let mut sorted = rows.clone();
         sorted.sort_by_key(|(id, _)| *id);
@@ -415,6 +566,67 @@ mod tests {
         let top = set.search(&rows[40].1, 10, Some(&allowed)).expect("search");
         assert_eq!(top.len(), 5);
         assert!(top.iter().all(|(id, _)| allowed.contains(&id.short())));
+    }
+
+    #[test]
+    fn the_graph_answers_as_exact_search_with_and_without_a_filter() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (file, rows) = written(dir.path(), 600, 32);
+        let exact = VectorSet::read(&file).expect("read").expect("present");
+        assert!(!exact.has_ann());
+        write_ann(&file, &exact).expect("write the graph");
+        assert!(VectorSet::ann_ready(&file, &exact.marker).expect("tag"));
+        let graph = VectorSet::read(&file).expect("read").expect("present");
+        assert!(graph.has_ann());
+        let every_third: HashSet<u64> = rows.iter().step_by(3).map(|(id, _)| id.short()).collect();
+        let three: HashSet<u64> = rows[..3].iter().map(|(id, _)| id.short()).collect();
+        let (mut found, mut found_filtered, mut asked) = (0, 0, 0);
+        for (id, v) in rows.iter().step_by(37) {
+            let by_graph = graph.search_with(v, 10, None, 0).expect("search");
+            assert_eq!(by_graph[0].0, *id);
+            // The graph is approximate: its answers are counted against exact search.
+            let overlap = |a: &[(ChunkId, f32)], b: &[(ChunkId, f32)]| {
+                a.iter()
+                    .filter(|(id, _)| b.iter().any(|(other, _)| other == id))
+                    .count()
+            };
+            found += overlap(
+                &by_graph,
+                &exact.search_with(v, 10, None, 0).expect("search"),
+            );
+            // A filter walked through the graph keeps to the allowed chunks, k of them.
+            let filtered = graph
+                .search_with(v, 10, Some(&every_third), 0)
+                .expect("search");
+            assert_eq!(filtered.len(), 10);
+            assert!(
+                filtered
+                    .iter()
+                    .all(|(id, _)| every_third.contains(&id.short()))
+            );
+            found_filtered += overlap(
+                &filtered,
+                &exact
+                    .search_with(v, 10, Some(&every_third), 0)
+                    .expect("search"),
+            );
+            asked += 10;
+            // Fewer allowed than asked for: the exact search finds every one of them.
+            let few = graph.search_with(v, 10, Some(&three), 0).expect("search");
+            assert_eq!(few.len(), 3);
+        }
+        assert!(found * 100 >= asked * 95, "recall {found} of {asked}");
+        assert!(
+            found_filtered * 100 >= asked * 95,
+            "filtered recall {found_filtered} of {asked}"
+        );
+        // A vector index of other rows under the same marker: the tag matches, the row count
+        // does not, and the graph is not used.
+        let (file, _) = written(dir.path(), 601, 32);
+        assert!(VectorSet::ann_ready(&file, &marker()).expect("tag"));
+        let set = VectorSet::read(&file).expect("read").expect("present");
+        assert_eq!(set.len(), 601);
+        assert!(!set.has_ann(), "a graph of 600 rows was used for 601");
     }
 
     #[test]

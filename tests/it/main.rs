@@ -89,6 +89,7 @@ mod agent_mcp;
 mod agent_metrics;
 mod agent_run_keys;
 mod agent_semantic;
+mod ann;
 mod cli;
 mod clients;
 mod config;

@@ -69,6 +69,7 @@ pub fn isolate(command: &mut Command) {
         "GROUNDIDX_EMBED_QUERY_PREFIX",
         "GROUNDIDX_EMBED_PASSAGE_PREFIX",
         "GROUNDIDX_EMBED_MAX_TOKENS",
+        "GROUNDIDX_ANN_FROM",
         "NO_COLOR",
     ] {
         command.env_remove(var);
