@@ -9,9 +9,9 @@
 //! generation; pages of one snapshot (`search_page`) follow each other exactly.
 //!
 //! Three modes: `lexical` (BM25 over the index), `semantic` (the query's vector against the
-//! vector index) and `hybrid` (both legs, fused by reciprocal rank fusion: a chunk scores
-//! `Σ 1 / (RRF_K + rank)` over the legs that found it). Filters restrict both legs to the same
-//! chunk keys. Hybrid is the default when the store has vectors and the model that made them
+//! vector index) and `hybrid` (both legs, fused by a convex combination of their scores, each
+//! leg's scaled so that its best candidate scores 1 and its `FUSION_ANCHOR`-th 0; see
+//! [`fuse`]). Filters restrict both legs to the same chunk keys. Hybrid is the default when the store has vectors and the model that made them
 //! is loaded; every answer says the mode it used and the semantic coverage.
 
 use std::collections::HashMap;
@@ -28,9 +28,13 @@ use crate::ledger::{ChunkFilter, Ledger, StoredChunk};
 use crate::store::StoreReader;
 use crate::vectors::VectorSet;
 
-/// The constant of reciprocal rank fusion: 60, as in Cormack, Clarke and Büttcher (SIGIR 2009),
-/// the value most systems use; it was not tuned here.
-pub const RRF_K: f32 = 60.0;
+/// The rank in each leg whose score is scaled to 0 by the fusion (the best is scaled to 1).
+/// A fixed rank, not the last candidate's, so a hit's fused score does not depend on how many
+/// candidates a page asked for. 30 is what a first page of 10 hits asks each leg for.
+pub const FUSION_ANCHOR: usize = 30;
+/// The weight of the semantic leg in the fusion (the lexical leg has 1 − this): equal weights,
+/// not tuned (docs/BENCHMARKS.md, "Fusion").
+pub const SEMANTIC_WEIGHT: f32 = 0.5;
 
 /// How a search ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -340,7 +344,8 @@ pub fn search_page(
     };
     // One hit past the page says whether another page follows.
     let wanted = end + 1;
-    let mut limit = wanted * 2 + 8;
+    // Never fewer than the fusion's anchor, so that a hit's hybrid score is the same on every page.
+    let mut limit = (wanted * 2 + 8).max(FUSION_ANCHOR);
     let hits = loop {
         let (raw, exhausted) = candidates(
             sources_in,
@@ -424,42 +429,39 @@ fn candidates(
     allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
     config: &QueryConfig,
 ) -> Result<(Vec<IndexHit>, bool)> {
-    let lexical = match mode {
-        Mode::Semantic => Vec::new(),
-        _ => sources.snapshot.search(query, limit, allowed, config)?,
+    let lexical_leg = || match mode {
+        Mode::Semantic => Ok(Vec::new()),
+        _ => sources.snapshot.search(query, limit, allowed, config),
     };
-    let semantic = match (mode, sources.vectors, query_vector) {
-        (Mode::Lexical, _, _) | (_, None, _) | (_, _, None) => Vec::new(),
+    let semantic_leg = || match (mode, sources.vectors, query_vector) {
+        (Mode::Lexical, _, _) | (_, None, _) | (_, _, None) => Ok(Vec::new()),
         (_, Some(vectors), Some(vector)) => {
-            vectors.search(vector, limit, allowed.map(|a| a.as_ref()))?
+            vectors.search(vector, limit, allowed.map(|a| a.as_ref()))
         }
     };
+    // The two legs of a hybrid search share nothing, so they run at once.
+    let (lexical, semantic) = if mode == Mode::Hybrid {
+        rayon::join(lexical_leg, semantic_leg)
+    } else {
+        (lexical_leg(), semantic_leg())
+    };
+    let (lexical, semantic) = (lexical?, semantic?);
     let exhausted = lexical.len() < limit && semantic.len() < limit;
     if mode == Mode::Lexical {
         return Ok((lexical, exhausted));
     }
-    // Reciprocal rank fusion (in semantic mode, the one leg's own order and cosine scores).
-    let mut fused: Vec<(f32, usize, ChunkId)> = Vec::new();
-    let mut at: HashMap<ChunkId, usize> = HashMap::new();
-    let rrf = |rank: usize| 1.0 / (RRF_K + rank as f32 + 1.0);
-    for (rank, hit) in lexical.iter().enumerate() {
-        at.insert(hit.id, fused.len());
-        fused.push((rrf(rank), rank, hit.id));
-    }
-    for (rank, (id, cosine)) in semantic.iter().enumerate() {
-        let score = if mode == Mode::Semantic {
-            *cosine
-        } else {
-            rrf(rank)
-        };
-        match at.get(id) {
-            Some(&i) => fused[i].0 += score,
-            None => {
-                at.insert(*id, fused.len());
-                fused.push((score, rank, *id));
-            }
-        }
-    }
+    // In semantic mode, the one leg's own order and cosine scores.
+    let mut fused = if mode == Mode::Semantic {
+        semantic
+            .iter()
+            .enumerate()
+            .map(|(rank, (id, cosine))| (*cosine, rank, *id))
+            .collect()
+    } else {
+        let lexical_scores: Vec<(ChunkId, f32)> =
+            lexical.iter().map(|hit| (hit.id, hit.score)).collect();
+        fuse(&lexical_scores, &semantic)
+    };
     fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
     let mut lexical: HashMap<ChunkId, IndexHit> = lexical.into_iter().map(|h| (h.id, h)).collect();
     let mut out = Vec::with_capacity(fused.len());
@@ -476,6 +478,53 @@ fn candidates(
         out.push(IndexHit { score, ..hit });
     }
     Ok((out, exhausted))
+}
+
+/// The hybrid fusion of two ranked legs of (chunk, score), best first: a convex combination of
+/// their scores (Bruch, Gai and Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval",
+/// ACM TOIS 2023, found it better than reciprocal rank fusion, and on SciFact and the
+/// documentation questions here it is; docs/BENCHMARKS.md, "Fusion").
+///
+/// Each leg's scores are scaled linearly so that its first candidate scores 1 and its
+/// [`FUSION_ANCHOR`]-th (its last, when it has fewer) 0; candidates past the anchor count 0, as
+/// does a leg that did not find a chunk, so a chunk's score depends only on each leg's first
+/// [`FUSION_ANCHOR`] candidates, however many more a page asked for. A chunk's score is
+/// `(1 − w) · lexical + w · semantic` with `w` = [`SEMANTIC_WEIGHT`]. Returned as
+/// (score, best rank in either leg, chunk), unsorted.
+fn fuse(lexical: &[(ChunkId, f32)], semantic: &[(ChunkId, f32)]) -> Vec<(f32, usize, ChunkId)> {
+    let mut fused: Vec<(f32, usize, ChunkId)> = Vec::with_capacity(lexical.len() + semantic.len());
+    let mut at: HashMap<ChunkId, usize> = HashMap::new();
+    for (leg, weight) in [
+        (lexical, 1.0 - SEMANTIC_WEIGHT),
+        (semantic, SEMANTIC_WEIGHT),
+    ] {
+        let (Some(first), Some(anchor)) = (leg.first(), leg.iter().take(FUSION_ANCHOR).last())
+        else {
+            continue;
+        };
+        let (high, low) = (first.1, anchor.1);
+        let scaled = |score: f32| {
+            if high > low {
+                ((score - low) / (high - low)).max(0.0)
+            } else {
+                1.0
+            }
+        };
+        for (rank, (id, score)) in leg.iter().enumerate() {
+            let score = weight * scaled(*score);
+            match at.get(id) {
+                Some(&i) => {
+                    fused[i].0 += score;
+                    fused[i].1 = fused[i].1.min(rank);
+                }
+                None => {
+                    at.insert(*id, fused.len());
+                    fused.push((score, rank, *id));
+                }
+            }
+        }
+    }
+    fused
 }
 
 fn semantic_hit(chunk: StoredChunk) -> IndexHit {
@@ -553,4 +602,69 @@ pub fn chunk_record(ledger: &Ledger, chunk: StoredChunk) -> Result<ChunkRecord> 
         lines,
         text: chunk.text,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FUSION_ANCHOR, fuse};
+    use crate::ids::{self, ChunkId};
+
+    fn id(n: usize) -> ChunkId {
+        ids::chunk_id(&[], &format!("chunk {n}"))
+    }
+
+    /// A leg of `n` chunks numbered from `first`, scores falling from `top` by `step`.
+    fn leg(first: usize, n: usize, top: f32, step: f32) -> Vec<(ChunkId, f32)> {
+        (0..n)
+            .map(|i| (id(first + i), top - step * i as f32))
+            .collect()
+    }
+
+    fn ranked(lexical: &[(ChunkId, f32)], semantic: &[(ChunkId, f32)]) -> Vec<ChunkId> {
+        let mut fused = fuse(lexical, semantic);
+        fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        fused.into_iter().map(|(_, _, id)| id).collect()
+    }
+
+    #[test]
+    fn a_chunk_both_legs_rank_high_comes_first_and_each_comes_once() {
+        // Chunk 5 is third by words and second by meaning; each leg's first is the other's miss.
+        let mut lexical = leg(100, 40, 20.0, 0.4);
+        lexical[2].0 = id(5);
+        let mut semantic = leg(200, 40, 0.9, 0.01);
+        semantic[1].0 = id(5);
+        let order = ranked(&lexical, &semantic);
+        assert_eq!(order[0], id(5));
+        let distinct: std::collections::HashSet<_> = order.iter().collect();
+        assert_eq!(distinct.len(), order.len(), "a chunk twice");
+        assert_eq!(order.len(), 79);
+    }
+
+    #[test]
+    fn scores_do_not_depend_on_how_many_candidates_past_the_anchor_a_leg_returned() {
+        let lexical = leg(0, 200, 30.0, 0.1);
+        let semantic = leg(50, 200, 0.8, 0.002);
+        let short = ranked(
+            &lexical[..FUSION_ANCHOR + 5],
+            &semantic[..FUSION_ANCHOR + 5],
+        );
+        let long = ranked(&lexical, &semantic);
+        assert_eq!(short[..20], long[..20]);
+    }
+
+    #[test]
+    fn one_leg_alone_keeps_its_order_and_a_flat_leg_counts_as_best() {
+        let lexical = leg(0, 10, 5.0, 0.5);
+        assert_eq!(
+            ranked(&lexical, &[]),
+            lexical.iter().map(|(id, _)| *id).collect::<Vec<_>>()
+        );
+        let flat = vec![(id(1), 0.5), (id(2), 0.5)];
+        let fused = fuse(&[], &flat);
+        assert!(
+            fused
+                .iter()
+                .all(|(score, _, _)| (*score - 0.5).abs() < 1e-6)
+        );
+    }
 }
