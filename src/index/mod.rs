@@ -178,16 +178,13 @@ struct Boosts {
     id: f32,
 }
 
-/// The weights of the label fields. A file name or an identifier is a short field that a
-/// query naming the document matches in full, so its BM25 score is already high; the weight
-/// has to lift the named document over short passages that cite the name several times.
-/// Chosen on the EIP-like documents of `tests/it/identifiers.rs`: at 1.0 for names and
+/// The weights of the label fields. A label is matched whole, by a run of its parts
+/// (`query::build`), each run weighted by its length and faded in queries of more than two
+/// words. Chosen on the EIP-like documents of `tests/it/identifiers.rs`: at 1.0 for names and
 /// identifiers, a proposal citing `ERC-4337` five times in three lines outranked
-/// `erc-4337.md`; at 2.0 every proposal's number finds it first. tldr-en ("tar" first,
-/// "extract a tar archive" in the top 3) passes at both. The title is scored in the heading
-/// path and the body already, so its own field only breaks ties (0.5). Then checked on SciFact,
-/// whose files are named by number and have no front matter, so these fields hardly match:
-/// the figures are in docs/BENCHMARKS.md ("Identifiers and titles").
+/// `erc-4337.md`; at 2.0 every proposal's number finds it first. Matching labels word by word
+/// instead cost the documentation questions of `benches/retrieval` half their MRR (a question's
+/// `why` named `why-kubernetes-and-eks.md`); docs/BENCHMARKS.md, "Identifiers and titles".
 const BOOSTS: Boosts = Boosts {
     name: 2.0,
     title: 0.5,
@@ -242,11 +239,13 @@ fn schema() -> (Schema, Fields) {
         chunk_id: builder.add_text_field("chunk_id", STRING | STORED | FAST),
         chunk_key: builder.add_u64_field("chunk_key", INDEXED | FAST),
         heading: builder.add_text_field("heading", words.clone().set_stored()),
-        body: builder.add_text_field("body", words.clone()),
+        body: builder.add_text_field("body", words),
         text: builder.add_text_field("text", STORED),
-        names: builder.add_text_field("names", words.clone()),
-        titles: builder.add_text_field("titles", words.clone()),
-        ids: builder.add_text_field("ids", words),
+        // A label is indexed as the keys of whole runs of its parts (`tokenizer::label_terms`):
+        // a query matches it by naming one of those runs, never by sharing one plain word.
+        names: builder.add_text_field("names", STRING),
+        titles: builder.add_text_field("titles", STRING),
+        ids: builder.add_text_field("ids", STRING),
     };
     (builder.build(), fields)
 }
@@ -523,6 +522,7 @@ impl Index {
         Ok(Writer {
             writer,
             fields: self.fields,
+            analyzer: tokenizer::analyzer(),
         })
     }
 
@@ -770,6 +770,8 @@ fn mark(snippet: &tantivy::snippet::Snippet) -> String {
 pub struct Writer {
     writer: IndexWriter,
     fields: Fields,
+    /// Makes the labels' keys (`tokenizer::label_key`).
+    analyzer: tantivy::tokenizer::TextAnalyzer,
 }
 
 impl Writer {
@@ -799,7 +801,9 @@ impl Writer {
             (self.fields.ids, &chunk.labels.ids),
         ] {
             for value in values {
-                document.add_text(field, value);
+                for term in tokenizer::label_terms(&mut self.analyzer, value) {
+                    document.add_text(field, term);
+                }
             }
         }
         let added = self.writer.add_document(document);

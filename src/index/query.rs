@@ -2,8 +2,15 @@
 //!
 //! The text goes through the same analyzer as the index (`index::tokenizer`: identifier-aware
 //! words, whole and in parts, lower case, English stemmer). Every token becomes a SHOULD term
-//! over the body (heading path and text) and over each boosted field: the heading path alone,
-//! the file name stems, the titles and the identifier fields of the chunk's documents. Every
+//! over the body (heading path and text) and over the heading path alone (boosted). The labels
+//! of the chunk's documents (file name stems, titles, identifier fields) are indexed as terms of
+//! whole runs of their parts (`tokenizer::label_terms`: the whole label, its runs of two parts
+//! or more, its parts that hold a digit), and every run of up to `MAX_LABEL_PARTS` consecutive
+//! parts of the query is a SHOULD term over each label field, weighted by its length. So
+//! `EIP-1559`, `eip 1559`, `eip1559` and `1559` all name `eip-1559.md` and `v2.3.1` names
+//! `geth-v2.3.1.md`, while a question's `why` names no document called `why-kubernetes-and-eks`.
+//! A single stop word is no label term in a query of several words ("which program…" does
+//! not name `which.md`). Every
 //! "quoted phrase" of two or more positions adds a SHOULD phrase clause over the body that
 //! rewards the exact sequence of parts (a word's whole shares its first part's position and
 //! is left out of it), so quotes help without being required. Scoring is BM25. Characters that other
@@ -16,12 +23,16 @@ use tantivy::query::{BooleanQuery, BoostQuery, EmptyQuery, Occur, PhraseQuery, Q
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::TokenStream;
 
+use crate::index::tokenizer::MAX_LABEL_PARTS;
 use crate::index::{Fields, QueryConfig};
 
 /// The most query tokens used, over all the query's parts; longer queries keep their first
 /// tokens, and the rest of the text is not even read, so a query's cost is bounded whatever its
 /// length (`"a b"` repeated a million times is one million phrases otherwise).
 const MAX_TOKENS: usize = 1_024;
+
+/// The query parts whose runs are matched against labels: the first 64.
+const MAX_LABEL_QUERY_PARTS: usize = 64;
 
 /// Builds the query for `text`. A query with no tokens matches nothing.
 pub(crate) fn build(
@@ -31,8 +42,7 @@ pub(crate) fn build(
     config: &QueryConfig,
 ) -> Box<dyn Query> {
     let text_field = fields.body;
-    let boosted = [
-        (fields.heading, config.heading_boost),
+    let labels = [
         (fields.names, config.name_boost),
         (fields.titles, config.title_boost),
         (fields.ids, config.id_boost),
@@ -56,13 +66,14 @@ pub(crate) fn build(
         budget -= tokens.len();
         for (_, token) in &tokens {
             clauses.push((Occur::Should, term(text_field, token)));
-            for (field, boost) in boosted {
-                if boost > 0.0 {
-                    clauses.push((
-                        Occur::Should,
-                        Box::new(BoostQuery::new(term(field, token), boost)),
-                    ));
-                }
+            if config.heading_boost > 0.0 {
+                clauses.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(
+                        term(fields.heading, token),
+                        config.heading_boost,
+                    )),
+                ));
             }
         }
         if i % 2 == 1 {
@@ -85,10 +96,72 @@ pub(crate) fn build(
             }
         }
     }
+    let (keys, words) = label_keys(&mut analyzer, text);
+    // A query of one or two words may be a name; in a longer one (a question) a label it
+    // happens to contain is weaker evidence than its words in the text: the weight fades as 2/words.
+    let fade = (2.0 / words.max(1) as f32).min(1.0_f32);
+    for (key, n_parts) in keys {
+        // A run of n parts weighs what the n + 1 tokens of a word of n parts (its whole and
+        // its parts) weigh in the text: a longer name is the more certain one.
+        let weight = fade * if n_parts > 1 { n_parts + 1 } else { 1 } as f32;
+        for (field, boost) in labels {
+            if boost > 0.0 {
+                clauses.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(
+                        Box::new(TermQuery::new(
+                            Term::from_field_text(field, &key),
+                            IndexRecordOption::Basic,
+                        )),
+                        boost * weight,
+                    )),
+                ));
+            }
+        }
+    }
     if clauses.is_empty() {
         return Box::new(EmptyQuery);
     }
     Box::new(BooleanQuery::new(clauses))
+}
+
+/// The label terms a query can name, each once with its number of parts: every run of up to
+/// `MAX_LABEL_PARTS` consecutive parts of its first `MAX_LABEL_QUERY_PARTS` parts (quotes
+/// ignored); a run of one stop word is left out when the query has more than one part, and a
+/// run of one plain word (no digit) when it has more than three words that are not stop words.
+/// Also returns that number of words.
+fn label_keys(
+    analyzer: &mut tantivy::tokenizer::TextAnalyzer,
+    text: &str,
+) -> (Vec<(String, usize)>, usize) {
+    let head: String = text.chars().take(MAX_LABEL_QUERY_PARTS * 48).collect();
+    let mut parts = super::tokenizer::parts_in_order(analyzer, &head.replace('"', " "));
+    parts.truncate(MAX_LABEL_QUERY_PARTS);
+    let stop = if parts.len() > 1 {
+        super::tokenizer::stop_words(analyzer)
+    } else {
+        Vec::new()
+    };
+    // In a query of more than three words, one plain word names no label: a question's `find`
+    // or `file` is evidence for the text, not a page called so. A number still does.
+    let words = parts.iter().filter(|part| !stop.contains(part)).count();
+    let mut keys: Vec<(String, usize)> = Vec::new();
+    for start in 0..parts.len() {
+        for end in start + 1..=(start + MAX_LABEL_PARTS).min(parts.len()) {
+            let single = &parts[start];
+            if end == start + 1
+                && (stop.contains(single)
+                    || (words > 3 && !single.bytes().any(|b| b.is_ascii_digit())))
+            {
+                continue;
+            }
+            let key = parts[start..end].join(" ");
+            if !keys.iter().any(|(known, _)| *known == key) {
+                keys.push((key, end - start));
+            }
+        }
+    }
+    (keys, words)
 }
 
 fn term(field: Field, token: &str) -> Box<dyn Query> {
@@ -102,11 +175,14 @@ fn term(field: Field, token: &str) -> Box<dyn Query> {
 mod tests {
     use tantivy::query::BooleanQuery;
 
-    use super::{MAX_TOKENS, build};
-    use crate::index::{QueryConfig, schema, tokenizer};
+    use super::{MAX_LABEL_QUERY_PARTS, MAX_TOKENS, build, label_keys};
+    use crate::index::tokenizer::{self, MAX_LABEL_PARTS, label_terms};
+    use crate::index::{QueryConfig, schema};
 
-    /// Clauses per token: the body and the four boosted fields.
-    const PER_TOKEN: usize = 5;
+    /// Clauses per token: the body and the heading path.
+    const PER_TOKEN: usize = 2;
+    /// Clauses per label key: names, titles, identifiers.
+    const PER_KEY: usize = 3;
 
     /// The number of clauses the query for `text` has.
     fn clauses(text: &str) -> usize {
@@ -121,13 +197,29 @@ mod tests {
             .map_or(0, |query| query.clauses().len())
     }
 
+    /// Whether `query` names `label`: one of its runs is one of the label's terms.
+    fn names(query: &str, label: &str) -> bool {
+        let mut analyzer = tokenizer::analyzer();
+        let terms = label_terms(&mut analyzer, label);
+        label_keys(&mut analyzer, query)
+            .0
+            .iter()
+            .any(|(key, _)| terms.contains(key))
+    }
+
     #[test]
     fn a_query_has_at_most_its_token_budget_of_clauses() {
-        assert_eq!(clauses("key rotation"), 2 * PER_TOKEN);
-        assert_eq!(clauses("\"key rotation\""), 2 * PER_TOKEN + 1);
-        // A word of two parts is three tokens at two positions: still one phrase.
-        assert_eq!(clauses("\"eip-1559 fee\""), 4 * PER_TOKEN + 1);
-        let bound = PER_TOKEN * MAX_TOKENS + MAX_TOKENS / 2;
+        // key, rotat; label keys "key", "key rotat", "rotat".
+        assert_eq!(clauses("key rotation"), 2 * PER_TOKEN + 3 * PER_KEY);
+        assert_eq!(clauses("\"key rotation\""), 2 * PER_TOKEN + 3 * PER_KEY + 1);
+        // A word of two parts is three tokens at two positions: still one phrase. Six label
+        // keys: every run of eip, 1559, fee.
+        assert_eq!(clauses("\"eip-1559 fee\""), 4 * PER_TOKEN + 6 * PER_KEY + 1);
+        // Four words: of the single parts only the number is a label key (10 runs, 3 plain).
+        assert_eq!(clauses("eip-1559 fee market"), 5 * PER_TOKEN + 7 * PER_KEY);
+        let bound = PER_TOKEN * MAX_TOKENS
+            + MAX_TOKENS / 2
+            + PER_KEY * MAX_LABEL_QUERY_PARTS * MAX_LABEL_PARTS;
         for text in [
             "\"a b\" ".repeat(100_000),
             "word ".repeat(100_000),
@@ -137,5 +229,46 @@ mod tests {
             let n = clauses(&text);
             assert!(n <= bound, "{n} clauses from {} bytes", text.len());
         }
+    }
+
+    #[test]
+    fn a_label_is_named_by_any_spelling_of_a_run_of_its_parts() {
+        for query in [
+            "EIP-1559",
+            "eip 1559",
+            "eip1559",
+            "1559",
+            "what changed in EIP-1559?",
+        ] {
+            assert!(names(query, "eip-1559"), "{query}");
+        }
+        assert!(names("v2.3.1", "geth-v2.3.1"));
+        assert!(names("tar archive", "tar"));
+        assert!(names("extract a tar archive", "tar"));
+        assert!(names("tar", "tar"));
+        assert!(names("MAX_EFFECTIVE_BALANCE", "max-effective-balance"));
+        assert!(names("cluster health", "Cluster health"));
+        assert!(!names("eip", "eip-1559"), "one plain word of a longer name");
+    }
+
+    #[test]
+    fn a_question_does_not_name_a_label_by_one_of_its_words() {
+        let question = "why does my cluster turn yellow after adding a node";
+        assert!(!names(question, "why-kubernetes-and-eks"));
+        assert!(!names(question, "why"), "a stop word alone, in a question");
+        assert!(!names("which program holds a port", "which"));
+        assert!(names("which", "which"));
+        assert!(!names(question, "cluster"), "one plain word in a question");
+        assert!(names("cluster", "cluster"));
+        assert!(names("cluster 2 nodes yellow", "node-2"), "a number does");
+        let mut analyzer = tokenizer::analyzer();
+        // A label longer than a query run can be is named only by its runs.
+        assert!(
+            !label_terms(&mut analyzer, "a b c d e f g h i")
+                .contains(&"a b c d e f g h i".to_string())
+        );
+        assert!(!label_terms(&mut analyzer, "to-be-or-not").contains(&"to be".to_string()));
+        assert!(!names("adding a node", "adding-a-viz"));
+        assert!(names("adding a viz", "adding-a-viz"));
     }
 }

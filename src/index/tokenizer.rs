@@ -38,6 +38,79 @@ pub fn analyzer() -> TextAnalyzer {
         .build()
 }
 
+/// The parts of `text` in order, one per position (a word of several parts gives its parts, not
+/// its whole), as the analyzer makes them.
+pub fn parts_in_order(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
+    let mut parts: Vec<(usize, String)> = Vec::new();
+    let mut stream = analyzer.token_stream(text);
+    while stream.advance() {
+        let token = stream.token();
+        match parts.last_mut() {
+            // The whole comes first at its position, then its first part: keep the part.
+            Some((position, last)) if *position == token.position => last.clone_from(&token.text),
+            _ => parts.push((token.position, token.text.clone())),
+        }
+    }
+    parts.into_iter().map(|(_, part)| part).collect()
+}
+
+/// The terms a label (a file name stem, a title, an identifier) is indexed under, each a key of
+/// a run of its parts that a run of a query's parts must equal: the whole label (of at most
+/// [`MAX_LABEL_PARTS`] parts); its runs of two to `MAX_LABEL_PARTS` parts that neither begin nor
+/// end with a stop word (`v2.3.1` in `geth-v2.3.1`); and its single parts that hold a digit (`1559` in
+/// `eip-1559`). Never a single plain word of a longer label: a question that says `why` does
+/// not name `why-kubernetes-and-eks`.
+pub fn label_terms(analyzer: &mut TextAnalyzer, label: &str) -> Vec<String> {
+    let parts = parts_in_order(analyzer, label);
+    let mut terms: Vec<String> = Vec::new();
+    let mut add = |term: String| {
+        if !terms.contains(&term) {
+            terms.push(term);
+        }
+    };
+    if parts.is_empty() {
+        return terms;
+    }
+    if parts.len() <= MAX_LABEL_PARTS {
+        add(parts.join(" "));
+    }
+    let stop = stop_words(analyzer);
+    for start in 0..parts.len() {
+        if parts[start].bytes().any(|b| b.is_ascii_digit()) {
+            add(parts[start].clone());
+        }
+        for end in start + 2..=(start + MAX_LABEL_PARTS).min(parts.len()) {
+            let run = &parts[start..end];
+            // A run that begins or ends with a stop word ("adding a" of "adding-a-viz") is one
+            // that a question says by chance.
+            if stop.contains(&run[0]) || stop.contains(&run[run.len() - 1]) {
+                continue;
+            }
+            add(run.join(" "));
+        }
+    }
+    terms
+}
+
+/// English stop words (Lucene's list, as the analyzer makes them in `stop_words`).
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with", "how", "what", "which", "why", "when", "where",
+    "who", "do", "does", "i", "my", "me", "can", "from",
+];
+
+/// [`STOP_WORDS`] through the analyzer.
+pub fn stop_words(analyzer: &mut TextAnalyzer) -> Vec<String> {
+    STOP_WORDS
+        .iter()
+        .flat_map(|word| parts_in_order(analyzer, word))
+        .collect()
+}
+
+/// The most parts a label can have and still be matched by a query.
+pub const MAX_LABEL_PARTS: usize = 8;
+
 /// Splits text into words, and each word of several parts into its whole and its parts.
 #[derive(Clone, Default)]
 pub struct IdentifierTokenizer {

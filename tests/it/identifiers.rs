@@ -179,7 +179,8 @@ fn id_fields_decide_what_is_searchable_after_rebuild() {
     let config = config.to_str().expect("utf-8 temp path");
     let rebuilt = env.run(&["--config", config, "rebuild", "--json"]);
     assert_success(&rebuilt, &["rebuild"]);
-    let found = paths(&env.search("Conner", 10));
+    // A label is named by a run of its parts: a full name in `author:` now names its document.
+    let found = paths(&env.search("Eric Conner", 10));
     assert!(found.contains(&"EIPS/eip-1559.md".to_string()), "{found:?}");
     // Without `eip` in the list, only the file name names the document: still first, through
     // the name alone; a number no file name holds is then found through the text only.
