@@ -111,7 +111,7 @@ impl AnnIndex {
         let _slot = self.slots.take();
         let matches = match allowed {
             None => self.index.search(query, k),
-            Some(allowed) => self.index.filtered_search(query, k, |row| allowed(row)),
+            Some(allowed) => self.index.filtered_search(query, k, allowed),
         };
         // usearch fails a search only when it finds no free thread context, which `slots`
         // prevents, or when it cannot allocate.
@@ -641,7 +641,7 @@ mod tests {
         assert_eq!(loaded.dims(), 64);
         assert_eq!(loaded.config(), config);
         assert_eq!(loaded.tag(), 0xfeed);
-        let allowed = |row: u64| row % 5 == 0;
+        let allowed = |row: u64| row.is_multiple_of(5);
         for query in queries(50, 64, 11) {
             assert_eq!(
                 loaded.search(&query, 10, None),

@@ -498,7 +498,7 @@ fn fuse(lexical: &[(ChunkId, f32)], semantic: &[(ChunkId, f32)]) -> Vec<(f32, us
         (lexical, 1.0 - SEMANTIC_WEIGHT),
         (semantic, SEMANTIC_WEIGHT),
     ] {
-        let (Some(first), Some(anchor)) = (leg.first(), leg.iter().take(FUSION_ANCHOR).last())
+        let (Some(first), Some(anchor)) = (leg.first(), leg[..leg.len().min(FUSION_ANCHOR)].last())
         else {
             continue;
         };
