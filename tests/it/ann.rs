@@ -1,6 +1,6 @@
 //! The ANN graph (`vectors.ann`) is a projection of the vector index like the vector index is of
-//! the ledger: built by a writer once the store has `GROUNDIDX_ANN_FROM` vectors (100,000 by
-//! default; a few hundred here), used by readers only when it was built from the very
+//! the ledger: built by a writer once the store has `GROUNDIDX_ANN_FROM` vectors (never when it
+//! is not set; 100 here), used by readers only when it was built from the very
 //! `vectors.bin` they read, healed by the next writer after a kill, refused when damaged, and
 //! removed when the store shrinks below the threshold. Its answers are those of exact search.
 
@@ -93,6 +93,20 @@ fn a_store_past_the_threshold_searches_through_a_graph_that_answers_as_exact_sea
     ingest(&env, &server);
     let graph = env.store.join("vectors.ann");
     assert!(graph.exists(), "no ANN graph past the threshold");
+    // Without the setting, the same store is searched exactly and a writer drops the graph.
+    let unset = Env::empty();
+    crate::support::copy_tree(&env.docs, &unset.docs);
+    let docs = unset.docs.to_str().expect("utf-8").to_string();
+    let output = unset
+        .command(&["ingest", &docs, "--json"])
+        .args(server.flags("words"))
+        .output()
+        .expect("run");
+    assert_success(&output, &["ingest"]);
+    assert!(
+        !unset.store.join("vectors.ann").exists(),
+        "a graph by default"
+    );
     let (code, report) = verify(&env);
     assert_eq!(code, Some(0), "{report}");
 
