@@ -344,8 +344,11 @@ pub fn search_page(
     };
     // One hit past the page says whether another page follows.
     let wanted = end + 1;
-    // Never fewer than the fusion's anchor, so that a hit's hybrid score is the same on every page.
-    let mut limit = (wanted * 2 + 8).max(FUSION_ANCHOR);
+    // A hybrid leg never has fewer than the fusion's anchor, so a hit scores the same on every page.
+    let mut limit = wanted * 2 + 8;
+    if mode == Mode::Hybrid {
+        limit = limit.max(FUSION_ANCHOR);
+    }
     let hits = loop {
         let (raw, exhausted) = candidates(
             sources_in,

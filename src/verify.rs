@@ -264,7 +264,7 @@ fn check_graph(path: &std::path::Path, set: &crate::vectors::VectorSet, check: &
     if set.len() < crate::vectors::ann_from() {
         if graph.exists() {
             check.problem = Some(format!(
-                "{} is left from a larger store\nhint: the next ingest removes it, or run `groundidx rebuild`",
+                "{} is not wanted (GROUNDIDX_ANN_FROM is not set, or the store has fewer vectors)\nhint: the next ingest removes it, or run `groundidx rebuild`",
                 graph.display()
             ));
             check.identical = false;

@@ -137,10 +137,10 @@ fn label_keys(
     let head: String = text.chars().take(MAX_LABEL_QUERY_PARTS * 48).collect();
     let mut parts = super::tokenizer::parts_in_order(analyzer, &head.replace('"', " "));
     parts.truncate(MAX_LABEL_QUERY_PARTS);
-    let stop = if parts.len() > 1 {
-        super::tokenizer::stop_words(analyzer)
+    let stop: &[String] = if parts.len() > 1 {
+        super::tokenizer::stop_words()
     } else {
-        Vec::new()
+        &[]
     };
     // In a query of more than three words, one plain word names no label: a question's `find`
     // or `file` is evidence for the text, not a page called so. A number still does.

@@ -74,7 +74,7 @@ pub fn label_terms(analyzer: &mut TextAnalyzer, label: &str) -> Vec<String> {
     if parts.len() <= MAX_LABEL_PARTS {
         add(parts.join(" "));
     }
-    let stop = stop_words(analyzer);
+    let stop = stop_words();
     for start in 0..parts.len() {
         if parts[start].bytes().any(|b| b.is_ascii_digit()) {
             add(parts[start].clone());
@@ -100,12 +100,17 @@ const STOP_WORDS: &[&str] = &[
     "who", "do", "does", "i", "my", "me", "can", "from",
 ];
 
-/// [`STOP_WORDS`] through the analyzer.
-pub fn stop_words(analyzer: &mut TextAnalyzer) -> Vec<String> {
-    STOP_WORDS
-        .iter()
-        .flat_map(|word| parts_in_order(analyzer, word))
-        .collect()
+/// [`STOP_WORDS`] as the analyzer makes them, computed once per process (every label of every
+/// chunk written and every query asks).
+pub fn stop_words() -> &'static [String] {
+    static STOPPED: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        let mut analyzer = analyzer();
+        STOP_WORDS
+            .iter()
+            .flat_map(|word| parts_in_order(&mut analyzer, word))
+            .collect()
+    });
+    &STOPPED
 }
 
 /// The most parts a label can have and still be matched by a query.

@@ -43,19 +43,14 @@ fn ingest(env: &Env, server: &EmbedServer) -> Value {
 
 /// A folder of `n` one-chunk documents on a few subjects.
 fn many_env(n: usize) -> Env {
-    let env = Env::empty();
-    for i in 0..n {
-        env.write(
-            &format!("notes/note-{i:04}.md"),
-            &format!(
-                "# Note {i}\n\nThis note is about {} and {} in release {}.\n",
-                SUBJECTS[i % SUBJECTS.len()],
-                SUBJECTS[(i / 3) % SUBJECTS.len()],
-                i % 11
-            ),
-        );
-    }
-    env
+    crate::embedding::notes_env(n, |i| {
+        format!(
+            "# Note {i}\n\nThis note is about {} and {} in release {}.\n",
+            SUBJECTS[i % SUBJECTS.len()],
+            SUBJECTS[(i / 3) % SUBJECTS.len()],
+            i % 11
+        )
+    })
 }
 
 const SUBJECTS: &[&str] = &[

@@ -157,19 +157,23 @@ fn a_rename_a_copy_and_a_shared_passage_are_embedded_once() {
     assert_vectors_verified(&env);
 }
 
-/// A folder of `n` one-chunk documents, more than one embedding page.
-fn many_env(n: usize) -> Env {
+/// A folder of `n` one-chunk documents, `notes/note-0000.md` on, the i-th holding `text(i)`.
+pub fn notes_env(n: usize, text: impl Fn(usize) -> String) -> Env {
     let env = Env::empty();
     for i in 0..n {
-        env.write(
-            &format!("notes/note-{i:04}.md"),
-            &format!(
-                "# Note {i}\n\nThis is note number {i} about subject {}.\n",
-                i % 17
-            ),
-        );
+        env.write(&format!("notes/note-{i:04}.md"), &text(i));
     }
     env
+}
+
+/// A folder of `n` one-chunk documents, more than one embedding page.
+fn many_env(n: usize) -> Env {
+    notes_env(n, |i| {
+        format!(
+            "# Note {i}\n\nThis is note number {i} about subject {}.\n",
+            i % 17
+        )
+    })
 }
 
 #[test]
