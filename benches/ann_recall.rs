@@ -1,18 +1,21 @@
-//! The ANN index against exact search on seeded random unit vectors: recall@10, build time,
-//! query latency (p50/p99) of both, peak RSS, RSS the index adds, and the index file's size.
+//! Approximate vector search (`ann::SignCodes`) against exact search on seeded random unit
+//! vectors: recall@10, query latency (p50/p99) of both, the time to compute the codes, and the
+//! memory they add.
 //!
-//! `cargo bench --bench ann_recall -- [N] [EF_SEARCH,…]` (defaults 100000 and 64,128,256,512).
-//! `ANN_M` and `ANN_EF_CONSTRUCTION` override the graph parameters, `ANN_DIMS` the dimensions
-//! (384), `ANN_QUERIES` the number of queries (1000). Queries run one at a time, as an agent's
-//! do; the build uses every core. Random vectors are the hard case for a graph index: they do
-//! not cluster, so a neighbour's neighbours are barely nearer than anyone else.
+//! `cargo bench --bench ann_recall -- [N] [COARSE:DIVISOR,…]` (defaults 100000 and the sizes
+//! `ann::candidates` gives, then 64:10,64:5,128:8). Each COARSE:DIVISOR sets pass 1's shortlist
+//! to COARSE rows per √N and pass 2's to that divided by DIVISOR. `ANN_DIMS` sets the dimensions (384), `ANN_QUERIES`
+//! the number of queries (300). Queries run one at a time, as an agent's do, each on every core
+//! of the rayon pool. Random vectors are the hard case for any approximate method: they do not
+//! cluster, so nothing but the vectors' own values tells near from far.
 
 // A benchmark prints its table on stdout.
 #![allow(clippy::disallowed_macros)]
 
 use std::time::{Duration, Instant};
 
-use groundidx::ann::{AnnConfig, AnnIndex, dot, random_unit_rows};
+use groundidx::ann::{Candidates, SignCodes, candidates, dots, dots_at, random_unit_rows};
+use rayon::prelude::*;
 
 const K: usize = 10;
 
@@ -22,22 +25,22 @@ fn main() {
         .filter(|arg| !arg.starts_with("--"))
         .collect();
     let n: usize = args.first().map_or(100_000, |arg| parse(arg, "N"));
-    let ef_list: Vec<usize> = args.get(1).map_or(vec![64, 128, 256, 512], |arg| {
-        arg.split(',').map(|ef| parse(ef, "EF_SEARCH")).collect()
-    });
+    let settings: Vec<(usize, usize)> =
+        args.get(1)
+            .map_or(vec![(64, 10), (64, 5), (128, 8)], |arg| {
+                arg.split(',')
+                    .map(|pair| {
+                        let (coarse, divisor) = pair.split_once(':').unwrap_or((pair, "10"));
+                        (parse(coarse, "COARSE"), parse(divisor, "DIVISOR"))
+                    })
+                    .collect()
+            });
     let dims: usize = env_or("ANN_DIMS", 384);
-    let n_queries: usize = env_or("ANN_QUERIES", 1_000);
-    let defaults = AnnConfig::default();
-    let config = AnnConfig {
-        connectivity: env_or("ANN_M", defaults.connectivity),
-        ef_construction: env_or("ANN_EF_CONSTRUCTION", defaults.ef_construction),
-        ef_search: ef_list[0],
-    };
+    let n_queries: usize = env_or("ANN_QUERIES", 300);
     println!(
-        "ann_recall: n={n} dims={dims} queries={n_queries} M={} ef_construction={} threads={}",
-        config.connectivity,
-        config.ef_construction,
-        rayon::current_num_threads()
+        "ann_recall: n={n} dims={dims} queries={n_queries} threads={} default shortlist {:?}",
+        rayon::current_num_threads(),
+        candidates(n, K)
     );
 
     let started = Instant::now();
@@ -47,130 +50,143 @@ fn main() {
 
     let rss_before = status_kb("VmRSS");
     let started = Instant::now();
-    let mut index = AnnIndex::build(dims, &vectors, config, 0).expect("build the ANN index");
+    let codes = SignCodes::build(dims, &vectors);
     let build = started.elapsed();
-    let rss_index = status_kb("VmRSS").saturating_sub(rss_before);
     println!(
-        "build: {:.1} s ({:.0} vectors/s); RSS added {} MiB = {:.0} bytes a vector ({} bytes of f32 values)",
+        "codes: {:.2} s ({:.0} vectors/s); {} bytes ({:.0} a vector, RSS added {} KiB) beside {} bytes of f32 values",
         build.as_secs_f64(),
         n as f64 / build.as_secs_f64(),
-        rss_index / 1024,
-        rss_index as f64 * 1024.0 / n as f64,
-        dims * 4
+        codes.memory_bytes(),
+        codes.memory_bytes() as f64 / n as f64,
+        status_kb("VmRSS").saturating_sub(rss_before),
+        n * dims * 4
     );
 
-    let mut exact_latencies = Vec::with_capacity(n_queries);
-    let truth: Vec<Vec<u64>> = queries
+    // Exact search as `vectors` runs it: every row scored, on every core.
+    let mut exact_times = Vec::with_capacity(n_queries);
+    let truth: Vec<Vec<usize>> = queries
         .chunks_exact(dims)
         .map(|query| {
             let started = Instant::now();
-            let hits = exact_top_k(&vectors, dims, query, K);
-            exact_latencies.push(started.elapsed());
-            hits
+            let top = exact_top(&vectors, dims, query);
+            exact_times.push(started.elapsed());
+            top
         })
         .collect();
-    println!(
-        "exact:       p50 {:>9.3} ms  p99 {:>9.3} ms",
-        ms(percentile(&mut exact_latencies, 0.50)),
-        ms(percentile(&mut exact_latencies, 0.99))
-    );
+    let (p50, p99) = percentiles(&mut exact_times);
+    println!("exact: p50 {:.2} ms, p99 {:.2} ms", ms(p50), ms(p99));
 
-    for &ef in &ef_list {
-        index.set_ef_search(ef);
-        let mut latencies = Vec::with_capacity(n_queries);
+    println!("| coarse | fine | recall@10 | p50 ms | p99 ms |");
+    println!("|---|---|---|---|---|");
+    let fixed = |wanted: Candidates| move |_rows: usize| wanted;
+    let mut sizes_list: Vec<Box<dyn Fn(usize) -> Candidates>> =
+        vec![Box::new(fixed(candidates(n, K)))];
+    for (per_root, divisor) in settings {
+        sizes_list.push(Box::new(move |rows: usize| {
+            let coarse = ((per_root as f64 * (rows as f64).sqrt()) as usize).clamp(K, rows);
+            Candidates {
+                coarse,
+                fine: (coarse / divisor.max(1)).max(K),
+            }
+        }));
+    }
+    for sizes in &sizes_list {
+        let mut times = Vec::with_capacity(n_queries);
         let mut found = 0usize;
         for (query, truth) in queries.chunks_exact(dims).zip(&truth) {
             let started = Instant::now();
-            let hits = index.search(query, K, None);
-            latencies.push(started.elapsed());
-            found += hits.iter().filter(|(key, _)| truth.contains(key)).count();
+            let shortlist = codes.shortlist_sized(query, None, sizes);
+            let top = rank(&vectors, query, shortlist);
+            times.push(started.elapsed());
+            found += top.iter().filter(|row| truth.contains(row)).count();
         }
+        let (p50, p99) = percentiles(&mut times);
+        let wanted = sizes(n);
         println!(
-            "ef_search {ef:>5}: p50 {:>9.3} ms  p99 {:>9.3} ms  recall@10 {:.4}",
-            ms(percentile(&mut latencies, 0.50)),
-            ms(percentile(&mut latencies, 0.99)),
-            found as f64 / (K * n_queries) as f64
+            "| {} | {} | {:.4} | {:.2} | {:.2} |",
+            wanted.coarse,
+            wanted.fine,
+            found as f64 / (n_queries * K) as f64,
+            ms(p50),
+            ms(p99)
         );
     }
+    println!("peak RSS {} MiB", status_kb("VmHWM") / 1024);
+}
 
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("ann");
-    let started = Instant::now();
-    index.save(&path).expect("save");
-    let save = started.elapsed();
-    let file_size = std::fs::metadata(&path).expect("stat the index file").len();
-    let peak_before_load = status_kb("VmHWM");
-    let answers: Vec<Vec<(u64, f32)>> = queries
-        .chunks_exact(dims)
-        .take(10)
-        .map(|query| index.search(query, K, None))
+/// The exact top `K` rows: every row scored, in blocks over the rayon pool.
+fn exact_top(vectors: &[f32], dims: usize, query: &[f32]) -> Vec<usize> {
+    let block = 16_384;
+    let mut best: Vec<(f32, usize)> = vectors
+        .par_chunks(block * dims)
+        .enumerate()
+        .flat_map_iter(|(task, rows)| {
+            let mut scores = vec![0f32; rows.len() / dims];
+            dots(rows, query, &mut scores);
+            let mut scored: Vec<(f32, usize)> = scores
+                .into_iter()
+                .enumerate()
+                .map(|(i, score)| (score, task * block + i))
+                .collect();
+            let keep = K.min(scored.len());
+            scored.select_nth_unstable_by(keep.saturating_sub(1), order);
+            scored.truncate(keep);
+            scored
+        })
         .collect();
-    drop(index);
-    let started = Instant::now();
-    let loaded = AnnIndex::load(&path).expect("load");
-    let load = started.elapsed();
-    let same = queries
-        .chunks_exact(dims)
-        .zip(&answers)
-        .all(|(query, answer)| loaded.search(query, K, None) == *answer);
-    println!(
-        "file: {} MiB ({:.0} bytes a vector); save {:.1} s, load {:.1} s (checksum included); loaded answers: {}",
-        file_size / (1 << 20),
-        file_size as f64 / n as f64,
-        save.as_secs_f64(),
-        load.as_secs_f64(),
-        if same { "the same" } else { "DIFFERENT" }
-    );
-    println!(
-        "peak RSS (VmHWM): {} MiB after build, search and save; {} MiB after load (the bench holds the {} MiB of raw vectors too)",
-        peak_before_load / 1024,
-        status_kb("VmHWM") / 1024,
-        vectors.len() * 4 / (1 << 20)
-    );
+    best.sort_by(order);
+    best.into_iter().take(K).map(|(_, row)| row).collect()
 }
 
-/// Exact search: the dot product with every vector, keeping the k best (keys are positions).
-fn exact_top_k(vectors: &[f32], dims: usize, query: &[f32], k: usize) -> Vec<u64> {
-    let mut best: Vec<(f32, u64)> = Vec::with_capacity(k + 1);
-    for (i, vector) in vectors.chunks_exact(dims).enumerate() {
-        let similarity = dot(query, vector);
-        if best.len() < k || best.last().is_some_and(|(worst, _)| similarity > *worst) {
-            let at = best.partition_point(|(s, _)| *s >= similarity);
-            best.insert(at, (similarity, i as u64));
-            best.truncate(k);
-        }
-    }
-    best.into_iter().map(|(_, key)| key).collect()
+/// The `K` best rows of `shortlist` by exact dot product, as `vectors` ranks a shortlist
+/// (in blocks over the rayon pool).
+fn rank(vectors: &[f32], query: &[f32], shortlist: Vec<usize>) -> Vec<usize> {
+    let mut scored: Vec<(f32, usize)> = shortlist
+        .par_chunks(1_024)
+        .flat_map_iter(|rows| {
+            let mut scores = vec![0f32; rows.len()];
+            dots_at(vectors, rows, query, &mut scores);
+            scores.into_iter().zip(rows.iter().copied())
+        })
+        .collect();
+    scored.sort_by(order);
+    scored.into_iter().take(K).map(|(_, row)| row).collect()
 }
 
-fn percentile(latencies: &mut [Duration], p: f64) -> Duration {
-    latencies.sort_unstable();
-    latencies[((latencies.len() - 1) as f64 * p).round() as usize]
+fn order(a: &(f32, usize), b: &(f32, usize)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+}
+
+fn percentiles(times: &mut [Duration]) -> (Duration, Duration) {
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.99))
 }
 
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
 }
 
-/// A `/proc/self/status` field in KiB (0 where there is no such file).
-fn status_kb(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status.lines().find_map(|line| {
-                let value = line.strip_prefix(field)?.strip_prefix(':')?;
-                value.trim().trim_end_matches("kB").trim().parse().ok()
-            })
-        })
-        .unwrap_or(0)
+fn parse(value: &str, what: &str) -> usize {
+    value
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{what} must be a whole number, not {value:?}"))
 }
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name).map_or(default, |value| parse(&value, name))
 }
 
-fn parse(value: &str, name: &str) -> usize {
-    value
-        .parse()
-        .unwrap_or_else(|_| panic!("{name} must be a whole number, not {value:?}"))
+/// A field of /proc/self/status in KiB (0 where there is none).
+fn status_kb(field: &str) -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with(field))
+                .and_then(|line| line.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
 }

@@ -47,8 +47,6 @@ pub const CRASH_POINTS: &[&str] = &[
     "embed.after_commit",
     "vectors.before_rename",
     "vectors.after_rename",
-    "ann.before_rename",
-    "ann.after_rename",
     "ingest.before_finish_run",
     "catch_up.before_apply",
     "catch_up.before_commit",

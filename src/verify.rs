@@ -250,46 +250,5 @@ fn verify_vectors(reader: &StoreReader) -> Result<Option<VectorCheck>> {
         && check.duplicated_in_index.is_empty();
     check.lag_only =
         !check.identical && set.marker != wanted && check.duplicated_in_index.is_empty();
-    if check.identical && set.marker == wanted {
-        check_graph(&path, &set, &mut check);
-    }
     Ok(Some(check))
-}
-
-/// A vector index of `ann_from()` rows or more is searched through its ANN graph: a graph that
-/// is missing or was built from another vector index is a lag (the next writer builds it); one
-/// that was built from this one but cannot be loaded is damaged.
-fn check_graph(path: &std::path::Path, set: &crate::vectors::VectorSet, check: &mut VectorCheck) {
-    let graph = crate::vectors::ann_path(path);
-    if set.len() < crate::vectors::ann_from() {
-        if graph.exists() {
-            check.problem = Some(format!(
-                "{} is not wanted (GROUNDIDX_ANN_FROM is not set, or the store has fewer vectors)\nhint: the next ingest removes it, or run `groundidx rebuild`",
-                graph.display()
-            ));
-            check.identical = false;
-            check.lag_only = true;
-        }
-        return;
-    }
-    if set.has_ann() {
-        return;
-    }
-    check.identical = false;
-    match crate::vectors::VectorSet::ann_ready(path, &set.marker) {
-        Ok(true) => {
-            check.problem = Some(format!(
-                "{} cannot be used (damaged); searches are exact until it is made again\nhint: run `groundidx rebuild`",
-                graph.display()
-            ));
-        }
-        Ok(false) => {
-            check.problem = Some(format!(
-                "{} is missing or was built from another vector index; searches are exact until it is made again\nhint: the next ingest makes it, or run `groundidx rebuild`",
-                graph.display()
-            ));
-            check.lag_only = true;
-        }
-        Err(err) => check.problem = Some(err.to_string()),
-    }
 }

@@ -102,36 +102,6 @@ enum Then {
     Rebuild,
 }
 
-/// Builds the ANN graph of the vector index file `path` (whose marker is `marker`) when it has
-/// enough rows and the graph beside it was not built from it; removes a graph it should not
-/// have. Returns whether it wrote or removed a graph.
-fn sync_ann(path: &Path, marker: &Marker) -> Result<bool> {
-    let ann = vectors::ann_path(path);
-    let rows = vectors::read_count(path)?.unwrap_or(0);
-    if rows < vectors::ann_from() as u64 {
-        let had = ann.exists();
-        vectors::remove_ann(path)?;
-        return Ok(had);
-    }
-    if VectorSet::ann_ready(path, marker)? {
-        return Ok(false);
-    }
-    let Some(set) = VectorSet::read(path)? else {
-        return Ok(false);
-    };
-    if set.marker != *marker {
-        return Ok(false);
-    }
-    let started = std::time::Instant::now();
-    vectors::write_ann(path, &set)?;
-    tracing::info!(
-        vectors = set.len(),
-        seconds = started.elapsed().as_secs_f64(),
-        "ANN graph built"
-    );
-    Ok(true)
-}
-
 /// A store opened for writing: it holds the writer lock until dropped.
 pub struct Store {
     paths: StorePaths,
@@ -361,8 +331,7 @@ impl Store {
 
     /// Makes the vector index again from the ledger's vectors when its marker is not the
     /// ledger's (a commit of chunks or of vectors since, or a crash before it was written), and
-    /// its ANN graph when it has `vectors::ann_from()` rows or more and the graph was not built
-    /// from it. Returns whether it wrote either file.
+    /// removes the graph file of older versions. Returns whether it wrote or removed a file.
     pub fn sync_vectors(&mut self) -> Result<bool> {
         let path = vectors::path(&self.paths.dir);
         let wanted = self.wanted_vectors()?;
@@ -373,9 +342,7 @@ impl Store {
                 .map_err(|err| err.in_store(&self.paths.dir))?;
             wrote = true;
         }
-        if let Some((marker, _)) = wanted {
-            wrote |= sync_ann(&path, &marker).map_err(|err| err.in_store(&self.paths.dir))?;
-        }
+        wrote |= vectors::remove_old_graph(&path).map_err(|err| err.in_store(&self.paths.dir))?;
         Ok(wrote)
     }
 
@@ -396,13 +363,9 @@ impl Store {
         }
         let wanted = self.wanted_vectors()?;
         let path = vectors::path(&self.paths.dir);
-        vectors::remove_ann(&path).map_err(|err| err.in_store(&self.paths.dir))?;
+        vectors::remove_old_graph(&path).map_err(|err| err.in_store(&self.paths.dir))?;
         self.write_vectors(wanted)
-            .map_err(|err| err.in_store(&self.paths.dir))?;
-        if let Some((marker, _)) = wanted {
-            sync_ann(&path, &marker).map_err(|err| err.in_store(&self.paths.dir))?;
-        }
-        Ok(())
+            .map_err(|err| err.in_store(&self.paths.dir))
     }
 
     fn write_vectors(&self, wanted: Option<(Marker, usize)>) -> Result<()> {
@@ -638,14 +601,8 @@ impl StoreReader {
     pub fn reload_vectors(&self) -> Result<()> {
         let path = vectors::path(&self.paths.dir);
         let marker = VectorSet::read_marker(&path)?;
-        let held = self.vectors();
-        let current = held.as_ref().map(|set| set.marker);
-        // The same rows read again only when the ANN graph built for them has arrived since.
-        let graph_arrived = match (&held, &marker) {
-            (Some(set), Some(marker)) => !set.has_ann() && VectorSet::ann_ready(&path, marker)?,
-            _ => false,
-        };
-        if marker == current && !graph_arrived {
+        let current = self.vectors().map(|set| set.marker);
+        if marker == current {
             return Ok(());
         }
         let fresh = match marker {

@@ -65,7 +65,6 @@ fn every_crash_point_is_tested() {
                 REBUILD_POINTS,
                 KEYS_POINTS,
                 crate::embedding::EMBED_POINTS,
-                crate::ann::ANN_POINTS,
             ]
             .iter()
             .any(|group| group.contains(point)),
