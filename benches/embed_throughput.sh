@@ -52,17 +52,27 @@ if [[ -z "$python" ]]; then
 fi
 
 cd "$repo"
+target="${CARGO_TARGET_DIR:-$repo/target}"
+# The bench's executable, run directly: a `cargo bench` per run would take cargo's lock on the
+# target folder, and wait, untimed but for minutes, whenever something else builds there.
+bench_executable() {
+  "$@" --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("reason") == "compiler-artifact" and message.get("executable") \
+            and message["target"]["name"] == "embed_throughput":
+        print(message["executable"])'
+}
 if [[ "$profile" == release ]]; then
   cargo build --release --locked --bin groundidx >&2
-  cargo bench --locked --bench embed_throughput --no-run >&2
-  groundidx="$repo/target/release/groundidx"
-  candle=(cargo bench --locked --bench embed_throughput --)
+  candle=("$(bench_executable cargo bench --locked --bench embed_throughput --no-run)")
+  groundidx="$target/release/groundidx"
 else
   # Built as the integration tests build it, so with the same dependency features (dev-dependencies
   # included) as the bench: a plain `cargo build` would compile candle again.
-  cargo test --locked --test it --bench embed_throughput --no-run >&2
-  groundidx="$repo/target/debug/groundidx"
-  candle=(cargo test --locked --bench embed_throughput --)
+  candle=("$(bench_executable cargo test --locked --test it --bench embed_throughput --no-run)")
+  groundidx="$target/debug/groundidx"
 fi
 echo "profile: $profile; load average: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
