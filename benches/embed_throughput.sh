@@ -9,7 +9,8 @@
 #   Either absent: the script says so and exits 0 without measuring.
 # Environment:
 #   GROUNDIDX_BENCH_WORK      stores, texts and the reference's virtualenv (default /tmp/groundidx-embed-bench)
-#   GROUNDIDX_BENCH_RUNS      timed runs of each side per corpus (default 5); the median is reported
+#   GROUNDIDX_BENCH_RUNS      timed runs of each side per corpus (default 5), taking turns; the median
+#                             is reported
 #   GROUNDIDX_EMBED_CHUNKS    chunks sampled from each corpus (default 300, a fixed seed)
 #   GROUNDIDX_EMBED_THREADS   threads for both sides (default: every core)
 #   GROUNDIDX_EMBED_MAX       maximum tokens for both sides (default: the folder's)
@@ -51,17 +52,27 @@ if [[ -z "$python" ]]; then
 fi
 
 cd "$repo"
+target="${CARGO_TARGET_DIR:-$repo/target}"
+# The bench's executable, run directly: a `cargo bench` per run would take cargo's lock on the
+# target folder, and wait, untimed but for minutes, whenever something else builds there.
+bench_executable() {
+  "$@" --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("reason") == "compiler-artifact" and message.get("executable") \
+            and message["target"]["name"] == "embed_throughput":
+        print(message["executable"])'
+}
 if [[ "$profile" == release ]]; then
   cargo build --release --locked --bin groundidx >&2
-  cargo bench --locked --bench embed_throughput --no-run >&2
-  groundidx="$repo/target/release/groundidx"
-  candle=(cargo bench --locked --bench embed_throughput --)
+  candle=("$(bench_executable cargo bench --locked --bench embed_throughput --no-run)")
+  groundidx="$target/release/groundidx"
 else
   # Built as the integration tests build it, so with the same dependency features (dev-dependencies
   # included) as the bench: a plain `cargo build` would compile candle again.
-  cargo test --locked --test it --bench embed_throughput --no-run >&2
-  groundidx="$repo/target/debug/groundidx"
-  candle=(cargo test --locked --bench embed_throughput --)
+  candle=("$(bench_executable cargo test --locked --test it --bench embed_throughput --no-run)")
+  groundidx="$target/debug/groundidx"
 fi
 echo "profile: $profile; load average: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
@@ -80,13 +91,23 @@ random.Random(0).shuffle(lines)
 sys.stdout.writelines(lines[:int(sys.argv[1])])' "$n_chunks" >"$texts"
   tokens="$("$python" "$repo/benches/embed_throughput.py" "$model" "$texts" "$threads" 0 $max_tokens --tokens 2>/dev/null)"
   echo "$corpus: $tokens" >&2
+  # The sides take turns, one run each per round, so a change in the machine's load (another
+  # build, another benchmark) falls on both sides alike; each run is a fresh process, and the
+  # model's loading is not timed.
+  declare -A lines=([candle]="" [reference]="")
+  for ((round = 0; round < runs; round++)); do
+    for side in candle reference; do
+      if [[ "$side" == candle ]]; then
+        line="$("${candle[@]}" "$model" "$texts" "$threads" 1 $max_tokens 2>/dev/null)"
+      else
+        line="$("$python" "$repo/benches/embed_throughput.py" "$model" "$texts" "$threads" 1 $max_tokens 2>/dev/null)"
+      fi
+      echo "$corpus $side round $round: $line (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+      lines[$side]+="$line"$'\n'
+    done
+  done
   for side in candle reference; do
-    if [[ "$side" == candle ]]; then
-      lines="$("${candle[@]}" "$model" "$texts" "$threads" "$runs" $max_tokens 2>/dev/null)"
-    else
-      lines="$("$python" "$repo/benches/embed_throughput.py" "$model" "$texts" "$threads" "$runs" $max_tokens 2>/dev/null)"
-    fi
-    echo "$lines" | python3 -c '
+    echo "${lines[$side]}" | python3 -c '
 import json, statistics, sys
 corpus, side, tokens = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 rates = [json.loads(line)["chunks_per_s"] for line in sys.stdin if line.strip()]
@@ -100,11 +121,12 @@ python3 - "$results" "$threads" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 print(f"threads: {sys.argv[2]}; load average at the end: {open('/proc/loadavg').read().split()[:3]}")
-print(f"{'corpus':<16} {'chunks':>6} {'median tok':>10} {'candle c/s':>11} {'reference c/s':>14} {'ratio':>6}")
+print(f"{'corpus':<16} {'chunks':>6} {'median tok':>10} {'candle c/s':>11} {'reference c/s':>14} {'ratio':>6}  runs (candle; reference)")
 for corpus in dict.fromkeys(row["corpus"] for row in rows):
     by_side = {row["side"]: row for row in rows if row["corpus"] == corpus}
     candle, reference = by_side["candle"], by_side["reference"]
     print(f"{corpus:<16} {candle['chunks']:>6} {candle['median_tokens']:>10} "
           f"{candle['median_chunks_per_s']:>11} {reference['median_chunks_per_s']:>14} "
-          f"{candle['median_chunks_per_s'] / reference['median_chunks_per_s']:>6.2f}")
+          f"{candle['median_chunks_per_s'] / reference['median_chunks_per_s']:>6.2f}  "
+          f"{candle['all']}; {reference['all']}")
 PY

@@ -2,35 +2,33 @@
 //! tokenizers: its stat key, its fingerprint, and the forward pass with pooling.
 //!
 //! The folder is read by `embed::folder`; this module owns the weights and the tokenizer. Texts
-//! are tokenized (with their prefix, truncated to the maximum length), sorted by token count and
-//! run in batches of similar length, so padding costs little; the attention mask keeps padding
-//! out of attention and out of pooling. Every vector is L2-normalised.
+//! are tokenized (with their prefix, truncated to the maximum length) and cut into packs of about
+//! `PACK_TOKENS` tokens; the packs run side by side on the model's threads, one per thread,
+//! through `embed::bert` (which packs a pack's texts without padding). Every vector is
+//! L2-normalised.
 
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::BertModel;
+use rayon::prelude::*;
 use tokenizers::{
     PaddingParams, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy,
 };
 
+use super::bert::{Encoder, Hidden};
 use super::folder::{self, ModelFolder, Pooling, Settings, model_error};
 use super::{Embedder, Fingerprint, LocalConfig};
 use crate::error::Result;
 use crate::ids::{MODEL_VERSION, StreamHash};
 
-/// Texts per forward pass at most. Sorted by length, a batch's texts pad to nearly the same
-/// length; more texts per batch buys nothing on a CPU and costs memory (the attention scores are
-/// `batch × heads × length²` floats).
-const BATCH_TEXTS: usize = 32;
-
-/// Padded tokens per forward pass at most, so a batch of long texts stays as small in memory as
-/// one of short texts.
-const BATCH_TOKENS: usize = 4096;
+/// Tokens per pack (one forward pass on one thread), unless a single text is longer. Enough
+/// rows for the matrix products to run at full speed, few enough that a call's packs outnumber
+/// the threads and the last pack leaves a core idle only briefly.
+const PACK_TOKENS: usize = 2048;
 
 /// A summary of the folder's files (path, size, mtime, ctime, inode) and of the settings: equal
 /// keys mean an equal fingerprint, without reading a byte of the files.
@@ -92,7 +90,7 @@ pub fn fingerprint(config: &LocalConfig) -> Result<Fingerprint> {
 /// the forward pass runs on.
 pub struct LocalModel {
     folder: ModelFolder,
-    model: BertModel,
+    model: Encoder,
     tokenizer: Tokenizer,
     fingerprint: Fingerprint,
     threads: usize,
@@ -124,7 +122,7 @@ impl LocalModel {
                     "download the model folder again",
                 )
             })?;
-        let model = BertModel::load(weights, &folder.bert).map_err(|error| {
+        let model = Encoder::load(weights, &folder.bert).map_err(|error| {
             model_error(
                 &dir,
                 format!(
@@ -181,12 +179,18 @@ impl LocalModel {
                 .map_err(|error| self.error(format!("cannot tokenize: {error}")))?;
             let lengths = encodings
                 .iter()
-                .map(|encoding| encoding.get_ids().len().max(1))
+                .map(|encoding| encoding.get_ids().len())
                 .collect::<Vec<_>>();
+            // One pack per task: each runs on one thread, and rayon hands the next pack to
+            // whichever thread is free.
+            let packs = packs_by_length(&lengths, PACK_TOKENS);
+            let rows = packs
+                .par_iter()
+                .map(|pack| self.forward(pack, &encodings))
+                .collect::<Result<Vec<_>>>()?;
             let mut vectors = vec![Vec::new(); texts.len()];
-            for batch in batches_by_length(&lengths) {
-                let rows = self.forward(&batch, &encodings)?;
-                for (index, row) in batch.into_iter().zip(rows) {
+            for (pack, rows) in packs.iter().zip(rows) {
+                for (&index, row) in pack.iter().zip(rows) {
                     vectors[index] = row;
                 }
             }
@@ -194,45 +198,29 @@ impl LocalModel {
         })
     }
 
-    /// One forward pass over the texts `batch` names, padded to the longest of them.
-    fn forward(
-        &self,
-        batch: &[usize],
-        encodings: &[tokenizers::Encoding],
-    ) -> Result<Vec<Vec<f32>>> {
-        let width = batch
+    /// The unit vectors of the texts `pack` names, in its order.
+    fn forward(&self, pack: &[usize], encodings: &[tokenizers::Encoding]) -> Result<Vec<Vec<f32>>> {
+        let texts = pack
             .iter()
-            .map(|&index| encodings[index].get_ids().len())
-            .max()
-            .unwrap_or(0)
-            .max(1);
-        let rows = batch.len();
-        let mut ids = vec![0u32; rows * width];
-        let mut type_ids = vec![0u32; rows * width];
-        let mut mask = vec![0u32; rows * width];
-        for (row, &index) in batch.iter().enumerate() {
-            let encoding = &encodings[index];
-            let start = row * width;
-            let n = encoding.get_ids().len();
-            ids[start..start + n].copy_from_slice(encoding.get_ids());
-            type_ids[start..start + n].copy_from_slice(encoding.get_type_ids());
-            mask[start..start + n].copy_from_slice(encoding.get_attention_mask());
-        }
-        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
-            let device = &Device::Cpu;
-            let ids = Tensor::from_vec(ids, (rows, width), device)?;
-            let type_ids = Tensor::from_vec(type_ids, (rows, width), device)?;
-            let mask = Tensor::from_vec(mask, (rows, width), device)?;
-            let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?;
-            let pooled = pool(&hidden, &mask, self.folder.settings.pooling)?;
-            let norms = pooled
-                .sqr()?
-                .sum_keepdim(1)?
-                .sqrt()?
-                .clamp(1e-12f32, f32::MAX)?;
-            pooled.broadcast_div(&norms)?.to_vec2::<f32>()
-        };
-        run().map_err(|error| self.error(format!("the forward pass failed: {error}")))
+            .map(|&index| {
+                let encoding = &encodings[index];
+                (encoding.get_ids(), encoding.get_type_ids())
+            })
+            .collect::<Vec<_>>();
+        let hidden = self
+            .model
+            .forward(&texts)
+            .map_err(|error| self.error(format!("the forward pass failed: {error}")))?;
+        Ok((0..pack.len())
+            .map(|text| {
+                let mut vector = pool(&hidden, text, self.dims(), self.folder.settings.pooling);
+                let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                for x in &mut vector {
+                    *x /= norm;
+                }
+                vector
+            })
+            .collect())
     }
 
     fn error(&self, message: String) -> crate::error::Error {
@@ -279,44 +267,54 @@ impl Embedder for LocalModel {
     }
 }
 
-/// Indices of texts grouped into batches of similar token counts: sorted by length (stable, so
-/// equal lengths keep their order), then cut at `BATCH_TEXTS` texts or `BATCH_TOKENS` padded
-/// tokens, whichever comes first.
-pub fn batches_by_length(lengths: &[usize]) -> Vec<Vec<usize>> {
+/// Indices of texts grouped into packs of about `budget` tokens: longest first (stable, so
+/// equal lengths keep their order), so the packs that take longest start first and the last ones
+/// are short; a pack closes when the next text would take it past `budget` (a text longer than
+/// `budget` is a pack alone).
+pub fn packs_by_length(lengths: &[usize], budget: usize) -> Vec<Vec<usize>> {
     let mut order = (0..lengths.len()).collect::<Vec<_>>();
-    order.sort_by_key(|&index| lengths[index]);
-    let mut batches = Vec::new();
+    order.sort_by_key(|&index| std::cmp::Reverse(lengths[index]));
+    let mut packs = Vec::new();
     let mut current: Vec<usize> = Vec::new();
+    let mut tokens = 0;
     for index in order {
-        // Sorted ascending, so the newest text is the longest: the padded size is its length
-        // times the batch's count.
-        let padded = lengths[index] * (current.len() + 1);
-        if !current.is_empty() && (current.len() == BATCH_TEXTS || padded > BATCH_TOKENS) {
-            batches.push(std::mem::take(&mut current));
+        if !current.is_empty() && tokens + lengths[index] > budget {
+            packs.push(std::mem::take(&mut current));
+            tokens = 0;
         }
         current.push(index);
+        tokens += lengths[index];
     }
     if !current.is_empty() {
-        batches.push(current);
+        packs.push(current);
     }
-    batches
+    packs
 }
 
-/// Token vectors `[batch, tokens, hidden]` to one vector per text, padding excluded.
-fn pool(hidden: &Tensor, mask: &Tensor, pooling: Pooling) -> candle_core::Result<Tensor> {
+/// One text's token vectors (`text` of the pack) to one vector, as sentence-transformers pools.
+fn pool(hidden: &Hidden, text: usize, dims: usize, pooling: Pooling) -> Vec<f32> {
+    let (start, len) = hidden.spans[text];
+    let rows = hidden.values[start * dims..(start + len) * dims].chunks_exact(dims);
     match pooling {
-        Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1),
+        Pooling::Cls => hidden.values[start * dims..(start + 1) * dims].to_vec(),
         Pooling::Mean => {
-            let weights = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-            let sums = hidden.broadcast_mul(&weights)?.sum(1)?;
-            let counts = weights.sum(1)?.clamp(1e-9f32, f32::MAX)?;
-            sums.broadcast_div(&counts)
+            let mut sums = vec![0f32; dims];
+            for row in rows {
+                for (sum, x) in sums.iter_mut().zip(row) {
+                    *sum += x;
+                }
+            }
+            let count = (len as f32).max(1e-9);
+            sums.iter().map(|sum| sum / count).collect()
         }
         Pooling::Max => {
-            // As sentence-transformers does: padding set to -1e9, so it never wins the max.
-            let keep = mask.unsqueeze(2)?.broadcast_as(hidden.shape())?;
-            let floor = Tensor::full(-1e9f32, hidden.shape(), hidden.device())?;
-            keep.where_cond(hidden, &floor)?.max(1)
+            let mut maxima = vec![f32::NEG_INFINITY; dims];
+            for row in rows {
+                for (max, &x) in maxima.iter_mut().zip(row) {
+                    *max = max.max(x);
+                }
+            }
+            maxima
         }
     }
 }
@@ -417,29 +415,24 @@ fn finish_fingerprint(mut hash: StreamHash, folder: &ModelFolder, tokenizer: &[u
 
 #[cfg(test)]
 mod tests {
-    use super::batches_by_length;
+    use super::packs_by_length;
 
     #[test]
-    fn batches_sort_by_length_and_respect_both_caps() {
-        assert_eq!(batches_by_length(&[]), Vec::<Vec<usize>>::new());
-        assert_eq!(batches_by_length(&[5, 1, 3]), vec![vec![1, 2, 0]]);
-        // 33 short texts: cut at 32 texts.
-        let short = vec![4; 33];
-        let batches = batches_by_length(&short);
+    fn packs_go_longest_first_and_respect_the_budget() {
+        assert_eq!(packs_by_length(&[], 10), Vec::<Vec<usize>>::new());
+        assert_eq!(packs_by_length(&[5, 1, 3], 10), vec![vec![0, 2, 1]]);
+        // A text longer than the budget is a pack alone; equal lengths keep their order.
         assert_eq!(
-            batches.iter().map(Vec::len).collect::<Vec<_>>(),
-            vec![32, 1]
+            packs_by_length(&[4, 12, 4, 4, 2], 10),
+            vec![vec![1], vec![0, 2], vec![3, 4]]
         );
-        // Long texts: cut at 4,096 padded tokens (16 × 256).
-        let long = vec![256; 20];
-        let batches = batches_by_length(&long);
-        assert_eq!(
-            batches.iter().map(Vec::len).collect::<Vec<_>>(),
-            vec![16, 4]
-        );
-        // Every index exactly once.
-        let mixed = [7, 300, 2, 2, 90, 512, 1];
-        let mut all = batches_by_length(&mixed).concat();
+        // Every index exactly once, and no pack over budget unless it holds one text.
+        let mixed = [7, 300, 2, 2, 90, 512, 1, 40, 40, 40];
+        let packs = packs_by_length(&mixed, 100);
+        for pack in &packs {
+            assert!(pack.len() == 1 || pack.iter().map(|&i| mixed[i]).sum::<usize>() <= 100);
+        }
+        let mut all = packs.concat();
         all.sort_unstable();
         assert_eq!(all, (0..mixed.len()).collect::<Vec<_>>());
     }

@@ -13,6 +13,7 @@
 //!
 //! Nothing here reads the ledger or the index; `store` and `ingest` decide what to embed.
 
+pub mod bert;
 pub mod folder;
 pub mod local;
 pub mod remote;
