@@ -113,7 +113,7 @@ fn embed_store(
             .is_some_and(|m| m.fingerprint == fingerprint)
     {
         // Nothing changed since this model's vectors covered every chunk: no count needed.
-        let chunks = store.ledger().counts()?.chunks;
+        let chunks = store.ledger().chunk_count()?;
         store.sync_vectors()?;
         return Ok(EmbedReport {
             model: fingerprint.to_hex(),

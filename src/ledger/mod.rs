@@ -589,6 +589,16 @@ impl Ledger {
     }
 
     /// Counts for `status`.
+    /// The number of chunks alone (what a no-op embedding run reports, without the other counts).
+    pub fn chunk_count(&self) -> Result<u64> {
+        self.conn
+            .query_row("SELECT count(*) FROM chunks", [], |row| {
+                row.get::<_, i64>(0)
+            })
+            .map(|n| n as u64)
+            .map_err(sql_error("count chunks"))
+    }
+
     pub fn counts(&self) -> Result<Counts> {
         let count = |sql: &str| -> Result<u64> {
             self.conn
