@@ -40,7 +40,7 @@ fn main() {
     println!(
         "ann_recall: n={n} dims={dims} queries={n_queries} threads={} default shortlist {:?}",
         rayon::current_num_threads(),
-        candidates(n, K)
+        candidates(n)
     );
 
     let started = Instant::now();
@@ -80,7 +80,7 @@ fn main() {
     println!("|---|---|---|---|---|");
     let fixed = |wanted: Candidates| move |_rows: usize| wanted;
     let mut sizes_list: Vec<Box<dyn Fn(usize) -> Candidates>> =
-        vec![Box::new(fixed(candidates(n, K)))];
+        vec![Box::new(fixed(candidates(n)))];
     for (per_root, divisor) in settings {
         sizes_list.push(Box::new(move |rows: usize| {
             let coarse = ((per_root as f64 * (rows as f64).sqrt()) as usize).clamp(K, rows);

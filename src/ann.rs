@@ -38,17 +38,23 @@ pub struct Candidates {
     pub fine: usize,
 }
 
-/// The shortlist sizes for a search of the `k` best among `rows` rows: `coarse` 96·√rows
-/// and `fine` a sixth of it, each at least a multiple of `k`, and never more than `rows`.
+/// The fewest rows pass 2 keeps (unless there are fewer): the deepest first pass of a paged
+/// search, which asks for `2 × (search::MAX_PAGED_HITS + 1) + 8` hits.
+pub const FINE_FLOOR: usize = 2_010;
+
+/// The shortlist sizes for a search among `rows` rows: `coarse` 96·√rows and `fine` a sixth of
+/// it, `fine` at least [`FINE_FLOOR`], and neither more than `rows`.
 ///
 /// Measured on random unit vectors of 384 dimensions (`benches/ann_recall.rs`), the
 /// distribution where bits lose the most: recall@10 against exact search is 0.95 or more from
-/// 100,000 to 1,000,000 rows. The sizes depend on `k` only when `k` is large, so a page of
-/// results is cut from the same ranking whatever its size.
-pub fn candidates(rows: usize, k: usize) -> Candidates {
+/// 100,000 to 1,000,000 rows. The sizes do not depend on how many hits are asked for, so every
+/// search of one vector index ranks the same shortlist the same way: the pages of a search
+/// follow each other without a gap or a repeat, and a hybrid leg's top 30 is the same on every
+/// page.
+pub fn candidates(rows: usize) -> Candidates {
     let root = (rows as f64).sqrt();
-    let coarse = ((96.0 * root) as usize).max(40 * k).max(4_096).min(rows);
-    let fine = (coarse / 6).max(8 * k).max(512).min(coarse);
+    let coarse = ((96.0 * root) as usize).max(4_096).min(rows);
+    let fine = (coarse / 6).max(FINE_FLOOR).min(coarse);
     Candidates { coarse, fine }
 }
 
@@ -117,18 +123,17 @@ impl SignCodes {
         self.codes.len() * 8 + self.mean.len() * 4
     }
 
-    /// The rows to rank exactly for a search of the `k` best by dot product with `query`:
-    /// at most `candidates(allowed rows, k).fine` rows, in no particular order. With `allowed`,
-    /// only the rows it accepts (called once for every row).
+    /// The rows to rank exactly for a search by dot product with `query`: at most
+    /// `candidates(allowed rows).fine` rows, in no particular order. With `allowed`, only the
+    /// rows it accepts (called once for every row).
     ///
     /// Panics if `query` does not have the codes' dimensions: the caller checks them.
     pub fn shortlist(
         &self,
         query: &[f32],
-        k: usize,
         allowed: Option<&(dyn Fn(usize) -> bool + Sync)>,
     ) -> Vec<usize> {
-        self.shortlist_sized(query, allowed, |n_allowed| candidates(n_allowed, k))
+        self.shortlist_sized(query, allowed, candidates)
     }
 
     /// [`SignCodes::shortlist`] with the pass sizes `sizes` gives for the number of allowed
@@ -149,7 +154,7 @@ impl SignCodes {
         let distances = self.hamming(&query_code, allowed);
         let n_allowed = distances.iter().filter(|&&d| d != EXCLUDED).count();
         let wanted = sizes(n_allowed);
-        let coarse = nearest_by_distance(&distances, wanted.coarse);
+        let coarse = nearest_by_distance(&distances, wanted.coarse, self.words * 64);
         self.finest(query, coarse, wanted.fine)
     }
 
@@ -297,26 +302,29 @@ fn byte_table(query: &[f32], words: usize) -> Vec<f32> {
 }
 
 /// The indices of the `n` smallest `distances` (ties by index), leaving out `EXCLUDED` rows,
-/// by one counting pass over the distances rather than a sort.
-fn nearest_by_distance(distances: &[u16], n: usize) -> Vec<usize> {
-    let mut counts = vec![0usize; usize::from(u16::MAX) + 1];
+/// by one counting pass over the distances (each at most `max_distance`) rather than a sort.
+fn nearest_by_distance(distances: &[u16], n: usize, max_distance: usize) -> Vec<usize> {
+    let top = max_distance.min(usize::from(EXCLUDED - 1));
+    let mut counts = vec![0usize; top + 1];
     for &distance in distances {
-        counts[usize::from(distance)] += 1;
+        if distance != EXCLUDED {
+            counts[usize::from(distance).min(top)] += 1;
+        }
     }
     // The smallest distance `limit` such that the rows at `limit` or nearer are `n` or more.
     let mut below = 0;
     let mut limit = 0usize;
-    while limit < usize::from(EXCLUDED) && below + counts[limit] < n {
+    while limit < top && below + counts[limit] < n {
         below += counts[limit];
         limit += 1;
     }
     let mut at_limit = n.saturating_sub(below);
     let mut rows = Vec::with_capacity(n);
     for (row, &distance) in distances.iter().enumerate() {
-        let distance = usize::from(distance);
-        if distance == usize::from(EXCLUDED) {
+        if distance == EXCLUDED {
             continue;
         }
+        let distance = usize::from(distance).min(top);
         if distance < limit {
             rows.push(row);
         } else if distance == limit && at_limit > 0 {
@@ -542,36 +550,45 @@ mod tests {
     #[test]
     fn the_nearest_by_distance_are_the_smallest_with_ties_by_row() {
         let distances = [5, 1, EXCLUDED, 3, 1, 3, 0, 3];
-        assert_eq!(nearest_by_distance(&distances, 1), vec![6]);
-        assert_eq!(nearest_by_distance(&distances, 3), vec![1, 4, 6]);
-        assert_eq!(nearest_by_distance(&distances, 4), vec![1, 3, 4, 6]);
+        assert_eq!(nearest_by_distance(&distances, 1, 64), vec![6]);
+        assert_eq!(nearest_by_distance(&distances, 3, 64), vec![1, 4, 6]);
+        assert_eq!(nearest_by_distance(&distances, 4, 64), vec![1, 3, 4, 6]);
         assert_eq!(
-            nearest_by_distance(&distances, 7),
+            nearest_by_distance(&distances, 7, 64),
             vec![0, 1, 3, 4, 5, 6, 7]
         );
         // Never a refused row, however many are asked for.
-        assert_eq!(nearest_by_distance(&distances, 100).len(), 7);
+        assert_eq!(nearest_by_distance(&distances, 100, 64).len(), 7);
+        // The widest rows the vector index accepts (65,536 dimensions): no distance is lost.
+        let wide = [65_534, 3, EXCLUDED, 65_534];
+        assert_eq!(nearest_by_distance(&wide, 3, 65_536), vec![0, 1, 3]);
     }
 
     #[test]
     fn candidates_grow_with_the_root_of_the_rows_and_never_pass_them() {
         assert_eq!(
-            candidates(100, 10),
+            candidates(100),
             Candidates {
                 coarse: 100,
                 fine: 100
             }
         );
-        let million = candidates(1_000_000, 10);
         assert_eq!(
-            million,
+            candidates(1_000_000),
             Candidates {
                 coarse: 96_000,
                 fine: 16_000
             }
         );
-        let large_k = candidates(1_000_000, 1_000);
-        assert!(large_k.fine >= 8_000 && large_k.coarse >= 40_000);
+        assert_eq!(candidates(100_000).fine, 5_059);
+        assert_eq!(candidates(10_000).fine, FINE_FLOOR);
+        // The deepest first pass of a paged search fits in the shortlist, so a page is cut
+        // from the same ranking whatever its offset and size.
+        assert_eq!(
+            FINE_FLOOR,
+            2 * (crate::search::MAX_PAGED_HITS + 1) + 8,
+            "search's deepest first pass changed: change FINE_FLOOR with it"
+        );
     }
 
     #[test]
@@ -585,8 +602,8 @@ mod tests {
         let queries = random_unit_rows(20, dims, 22);
         let mut found = 0;
         for query in queries.chunks_exact(dims) {
-            let shortlist = codes.shortlist(query, 10, None);
-            assert!(shortlist.len() <= candidates(20_000, 10).fine);
+            let shortlist = codes.shortlist(query, None);
+            assert!(shortlist.len() <= candidates(20_000).fine);
             found += exact_top(&data, dims, query, 10)
                 .iter()
                 .filter(|row| shortlist.contains(row))
@@ -597,7 +614,7 @@ mod tests {
             "{found} of the 200 exact hits were shortlisted"
         );
         let even = |row: usize| row.is_multiple_of(2);
-        let shortlist = codes.shortlist(&queries[..dims], 10, Some(&even));
+        let shortlist = codes.shortlist(&queries[..dims], Some(&even));
         assert!(!shortlist.is_empty() && shortlist.iter().all(|row| row.is_multiple_of(2)));
     }
 

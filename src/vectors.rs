@@ -182,14 +182,21 @@ impl VectorSet {
                 ),
             });
         }
+        // Every vector stored is finite; a query that is not would rank by NaN.
+        if query.iter().any(|x| !x.is_finite()) {
+            return Err(Error::Model {
+                model: self.marker.fingerprint.to_hex(),
+                message: "the query vector holds values that are not finite numbers".into(),
+            });
+        }
         if let Some(codes) = &self.codes
             && allowed.is_none_or(|allowed| allowed.len() > exact_filter_limit)
         {
             let keys = &self.keys;
             let filter = |row: usize| allowed.is_none_or(|allowed| allowed.contains(&keys[row]));
             let shortlist = match allowed {
-                None => codes.shortlist(query, k, None),
-                Some(_) => codes.shortlist(query, k, Some(&filter)),
+                None => codes.shortlist(query, None),
+                Some(_) => codes.shortlist(query, Some(&filter)),
             };
             let mut best: Vec<Scored> = shortlist
                 .par_chunks(BLOCK_ROWS)
@@ -532,6 +539,10 @@ mod tests {
             assert_eq!(top[0].0, *id);
             assert!(top[0].1 >= top[1].1 && top[1].1 >= top[2].1);
         }
+        let mut infinite = rows[0].1.clone();
+        infinite[3] = f32::INFINITY;
+        let err = set.search(&infinite, 3, None).expect_err("refused");
+        assert!(err.to_string().contains("not finite"), "{err}");
         let allowed: HashSet<u64> = rows[..5].iter().map(|(id, _)| id.short()).collect();
         let top = set.search(&rows[40].1, 10, Some(&allowed)).expect("search");
         assert_eq!(top.len(), 5);
@@ -558,6 +569,9 @@ mod tests {
         for (id, v) in rows.iter().step_by(97) {
             let by_codes = approximate.search_with(v, 10, None, 0).expect("search");
             assert_eq!(by_codes[0].0, *id, "a stored vector finds itself first");
+            // However many hits are asked for, the ranking is the same: pages do not overlap.
+            let deep = approximate.search_with(v, 1_000, None, 0).expect("search");
+            assert_eq!(by_codes[..], deep[..10]);
             assert!(by_codes.windows(2).all(|pair| pair[0].1 >= pair[1].1));
             found += overlap(
                 &by_codes,

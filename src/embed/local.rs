@@ -350,6 +350,22 @@ fn tokenizer(dir: &Path, bytes: &[u8], settings: &Settings) -> Result<Tokenizer>
                 "set another maximum length",
             )
         })?;
+    // Every text must give the forward pass at least one token: a tokenizer that adds no
+    // special tokens turns an empty or blank text into none, and would fail the whole page of
+    // texts it came in (or, pooled by CLS, read the next text's first token).
+    let empty = tokenizer
+        .encode("", true)
+        .map_or(0, |encoding| encoding.get_ids().len());
+    if empty == 0 {
+        return Err(model_error(
+            dir,
+            format!(
+                "{} adds no special tokens, so an empty text has no tokens to embed",
+                folder::TOKENIZER
+            ),
+            "use the tokenizer.json published with the model (with its post-processor)",
+        ));
+    }
     Ok(tokenizer)
 }
 

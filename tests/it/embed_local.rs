@@ -513,4 +513,15 @@ fn damaged_weights_and_tokenizers_fail_with_the_file_and_a_hint() {
         &dir,
         "tokenizer.json is not a Hugging Face tokenizer",
     );
+
+    // A tokenizer without its post-processor adds no [CLS] and [SEP]: an empty or blank
+    // text would have no token at all, and fail every text embedded beside it.
+    let mut tokenizer: serde_json::Value =
+        serde_json::from_slice(&fs::read(source.join("tokenizer.json")).expect("read"))
+            .expect("tokenizer.json is JSON");
+    tokenizer["post_processor"] = serde_json::Value::Null;
+    fs::remove_file(dir.join("tokenizer.json")).expect("unlink");
+    fs::write(dir.join("tokenizer.json"), tokenizer.to_string()).expect("tokenizer");
+    let message = model_error(LocalModel::load(&config));
+    assert_names(&message, &dir, "adds no special tokens");
 }
