@@ -61,6 +61,11 @@ fn semantic_scores(env: &Env, server: &EmbedServer, query: &str, extra: &[&str])
     args.extend_from_slice(extra);
     let answer = json(env, server, &args);
     assert_eq!(answer["mode"], "semantic", "{answer}");
+    hits_of(&answer)
+}
+
+/// Each hit of a search answer as its chunk ID and score.
+fn hits_of(answer: &Value) -> Vec<String> {
     answer["hits"]
         .as_array()
         .expect("hits")
@@ -101,19 +106,7 @@ fn past_the_threshold_searches_answer_as_exact_search_with_and_without_filters()
             .output()
             .expect("run groundidx");
         assert_success(&output, &args);
-        let answer: Value = serde_json::from_slice(&output.stdout).expect("JSON");
-        answer["hits"]
-            .as_array()
-            .expect("hits")
-            .iter()
-            .map(|hit| {
-                format!(
-                    "{} {:.5}",
-                    hit["chunk_id"],
-                    hit["score"].as_f64().expect("score")
-                )
-            })
-            .collect()
+        hits_of(&serde_json::from_slice(&output.stdout).expect("JSON"))
     };
     for query in [
         "backups and keys",
