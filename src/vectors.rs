@@ -298,7 +298,9 @@ impl VectorSet {
         Ok(Some(set))
     }
 
-    fn read_rows(path: &Path) -> Result<Option<VectorSet>> {
+    /// Reads the vector index file without computing the sign codes: for checking the rows
+    /// (`verify`), never for searching a large set, which would then be exact.
+    pub fn read_rows(path: &Path) -> Result<Option<VectorSet>> {
         let mut bytes = Vec::new();
         match std::fs::File::open(path) {
             Ok(mut file) => file

@@ -151,7 +151,7 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
 /// file's marker behind the ledger's, which reads as a lag.
 fn verify_vectors(reader: &StoreReader) -> Result<Option<VectorCheck>> {
     let path = crate::vectors::path(&reader.paths().dir);
-    let file = crate::vectors::VectorSet::read(&path);
+    let file = crate::vectors::VectorSet::read_rows(&path);
     let ledger = reader.ledger()?;
     let found = ledger.read_snapshot(|ledger| {
         let Some(model) = ledger.active_model()? else {
