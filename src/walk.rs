@@ -178,9 +178,10 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
             return Ok(walk);
         }
     }
+    // Listed in the order the file system gives, and sorted once at the end: walkdir's sort by
+    // file name takes each name apart again on every comparison.
     let entries = walkdir::WalkDir::new(root)
         .follow_links(false)
-        .sort_by_file_name()
         .into_iter()
         .filter_entry(|entry| {
             if entry.depth() == 0 {
@@ -273,6 +274,9 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
             .is_ok_and(|opened| opened.st_dev == meta.dev() && opened.st_ino == meta.ino()),
         _ => false,
     };
+    walk.files
+        .sort_unstable_by(|a, b| a.rel_path.cmp(&b.rel_path));
+    walk.warnings.sort_by(|a, b| a.path.cmp(&b.path));
     if !listed_root_is_opened_root {
         walk.files.clear();
         walk.warnings = vec![Warning::unreadable(
@@ -406,11 +410,11 @@ fn special_kind(file_type: &std::fs::FileType) -> &'static str {
     }
 }
 
-/// `path` relative to `root` with `/` separators; `None` when not valid UTF-8.
+/// `path` relative to `root` with `/` separators; `None` when not valid UTF-8. The walk
+/// builds every path by joining names to the root, so what follows the root's own
+/// components is already the relative path, with `/` between its names.
 fn relative(root: &Path, path: &Path) -> Option<String> {
-    let rel = path.strip_prefix(root).ok()?;
-    let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
-    Some(parts?.join("/"))
+    path.strip_prefix(root).ok()?.to_str().map(str::to_string)
 }
 
 #[cfg(test)]
