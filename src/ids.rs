@@ -34,6 +34,11 @@ macro_rules! hash_newtype {
                 &self.0
             }
 
+            /// The value of these 32 raw bytes.
+            pub fn from_bytes(bytes: [u8; 32]) -> Self {
+                Self(bytes)
+            }
+
             /// Rebuilds the value from 32 raw bytes; `None` when the length is wrong.
             pub fn from_slice(bytes: &[u8]) -> Option<Self> {
                 bytes.try_into().ok().map(Self)

@@ -352,7 +352,6 @@ pub fn search_page(
     let hits = loop {
         let (raw, exhausted) = candidates(
             sources_in,
-            ledger,
             mode,
             &request.query,
             query_vector.as_deref(),
@@ -360,53 +359,25 @@ pub fn search_page(
             allowed.as_ref(),
             &config,
         )?;
-        let mut hits: Vec<Hit> = Vec::with_capacity(wanted);
-        let mut by_text: HashMap<u64, usize> = HashMap::new();
-        for raw_hit in raw {
-            let sources = ledger.sources_of_chunk(&raw_hit.id)?;
-            // A chunk the ledger no longer holds was removed after the commit this snapshot
-            // holds; it is not part of any document now.
-            let Some(first) = sources.first() else {
-                continue;
-            };
-            let lines = [first.lines.0, first.lines.1];
-            let sources: Vec<HitSource> = sources
-                .into_iter()
-                .map(|s| HitSource {
-                    root: s.root,
-                    path: s.path,
-                    lines: [s.lines.0, s.lines.1],
-                })
-                .collect();
-            match by_text.get(&ids::text_key(&raw_hit.text)) {
-                Some(&kept) => add_sources(&mut hits[kept], sources),
-                None => {
-                    if hits.len() == wanted {
-                        continue;
-                    }
-                    by_text.insert(ids::text_key(&raw_hit.text), hits.len());
-                    let mut hit = Hit {
-                        chunk_id: raw_hit.id.to_hex(),
-                        score: raw_hit.score,
-                        paths: Vec::new(),
-                        sources: Vec::new(),
-                        heading: raw_hit.heading,
-                        lines,
-                        snippet: raw_hit.snippet,
-                        text: raw_hit.text,
-                    };
-                    add_sources(&mut hit, sources);
-                    hits.push(hit);
-                }
-            }
-        }
+        let hits = fold(ledger, raw, wanted)?;
         if hits.len() >= wanted || exhausted || limit >= 16 * MAX_PAGED_HITS {
             break hits;
         }
         limit *= 4;
     };
     let more = hits.len() > end && end < MAX_PAGED_HITS;
-    let page: Vec<Hit> = hits.into_iter().skip(offset).take(end - offset).collect();
+    let mut page: Vec<Hit> = hits.into_iter().skip(offset).take(end - offset).collect();
+    // Snippets only for the hits returned: marking a passage reads all of it.
+    let highlighter = match mode {
+        Mode::Semantic => None,
+        _ => Some(snapshot.highlighter(&request.query, &config)?),
+    };
+    for hit in &mut page {
+        hit.snippet = match &highlighter {
+            Some(highlighter) => highlighter.snippet(&hit.text),
+            None => index::opening(&hit.text, 240),
+        };
+    }
     Ok(SearchPage {
         response: SearchResponse {
             generation: snapshot.generation().0,
@@ -419,19 +390,91 @@ pub fn search_page(
     })
 }
 
+/// A ranked candidate: a chunk, its score, and the key of its text when the index gave it.
+struct Candidate {
+    id: ChunkId,
+    score: f32,
+    text_key: Option<u64>,
+}
+
+/// The first `wanted` distinct passages among the candidates, best first, each with the
+/// sources of every candidate that repeats its text (the same passage under another heading).
+/// Text and sources are read from the ledger only for the candidates kept or folded in; a
+/// candidate the ledger no longer holds was removed after the commit the snapshot holds, and is
+/// dropped. Snippets are left empty.
+fn fold(ledger: &Ledger, raw: Vec<Candidate>, wanted: usize) -> Result<Vec<Hit>> {
+    let mut hits: Vec<Hit> = Vec::with_capacity(wanted);
+    let mut by_text: HashMap<u64, usize> = HashMap::new();
+    for candidate in raw {
+        // A candidate found by meaning alone comes without its text's key: read the text.
+        let mut read: Option<StoredChunk> = None;
+        let key = match candidate.text_key {
+            Some(key) => key,
+            None => match ledger.chunks(std::slice::from_ref(&candidate.id))?.pop() {
+                Some(chunk) => {
+                    let key = ids::text_key(&chunk.text);
+                    read = Some(chunk);
+                    key
+                }
+                None => continue,
+            },
+        };
+        let kept = by_text.get(&key).copied();
+        if kept.is_none() && hits.len() == wanted {
+            continue;
+        }
+        let sources = ledger.sources_of_chunk(&candidate.id)?;
+        let Some(first) = sources.first() else {
+            continue;
+        };
+        let lines = [first.lines.0, first.lines.1];
+        let sources: Vec<HitSource> = sources
+            .into_iter()
+            .map(|s| HitSource {
+                root: s.root,
+                path: s.path,
+                lines: [s.lines.0, s.lines.1],
+            })
+            .collect();
+        if let Some(kept) = kept {
+            add_sources(&mut hits[kept], sources);
+            continue;
+        }
+        let chunk = match read {
+            Some(chunk) => chunk,
+            None => match ledger.chunks(std::slice::from_ref(&candidate.id))?.pop() {
+                Some(chunk) => chunk,
+                None => continue,
+            },
+        };
+        by_text.insert(key, hits.len());
+        let mut hit = Hit {
+            chunk_id: candidate.id.to_hex(),
+            score: candidate.score,
+            paths: Vec::new(),
+            sources: Vec::new(),
+            heading: chunk.heading_path.join(" > "),
+            lines,
+            snippet: String::new(),
+            text: chunk.text,
+        };
+        add_sources(&mut hit, sources);
+        hits.push(hit);
+    }
+    Ok(hits)
+}
+
 /// The ranked candidates of one pass, best first, and whether every leg returned fewer than
 /// `limit` (so a larger limit would find nothing more).
-#[allow(clippy::too_many_arguments)]
 fn candidates(
     sources: Sources<'_>,
-    ledger: &Ledger,
     mode: Mode,
     query: &str,
     query_vector: Option<&[f32]>,
     limit: usize,
     allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
     config: &QueryConfig,
-) -> Result<(Vec<IndexHit>, bool)> {
+) -> Result<(Vec<Candidate>, bool)> {
     let lexical_leg = || match mode {
         Mode::Semantic => Ok(Vec::new()),
         _ => sources.snapshot.search(query, limit, allowed, config),
@@ -448,10 +491,18 @@ fn candidates(
     } else {
         (lexical_leg(), semantic_leg())
     };
-    let (lexical, semantic) = (lexical?, semantic?);
+    let (lexical, semantic): (Vec<IndexHit>, Vec<(ChunkId, f32)>) = (lexical?, semantic?);
     let exhausted = lexical.len() < limit && semantic.len() < limit;
     if mode == Mode::Lexical {
-        return Ok((lexical, exhausted));
+        let ranked = lexical
+            .into_iter()
+            .map(|hit| Candidate {
+                id: hit.id,
+                score: hit.score,
+                text_key: Some(hit.text_key),
+            })
+            .collect();
+        return Ok((ranked, exhausted));
     }
     // In semantic mode, the one leg's own order and cosine scores.
     let mut fused = if mode == Mode::Semantic {
@@ -466,21 +517,16 @@ fn candidates(
         fuse(&lexical_scores, &semantic)
     };
     fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-    let mut lexical: HashMap<ChunkId, IndexHit> = lexical.into_iter().map(|h| (h.id, h)).collect();
-    let mut out = Vec::with_capacity(fused.len());
-    for (score, _, id) in fused {
-        let hit = match lexical.remove(&id) {
-            Some(hit) => hit,
-            // Found by meaning alone: its text comes from the ledger (a chunk removed since the
-            // vector index was made is gone there, and dropped).
-            None => match ledger.chunks(std::slice::from_ref(&id))?.pop() {
-                Some(chunk) => semantic_hit(chunk),
-                None => continue,
-            },
-        };
-        out.push(IndexHit { score, ..hit });
-    }
-    Ok((out, exhausted))
+    let text_keys: HashMap<ChunkId, u64> = lexical.iter().map(|h| (h.id, h.text_key)).collect();
+    let ranked = fused
+        .into_iter()
+        .map(|(score, _, id)| Candidate {
+            id,
+            score,
+            text_key: text_keys.get(&id).copied(),
+        })
+        .collect();
+    Ok((ranked, exhausted))
 }
 
 /// The hybrid fusion of two ranked legs of (chunk, score), best first: a convex combination of
@@ -528,16 +574,6 @@ fn fuse(lexical: &[(ChunkId, f32)], semantic: &[(ChunkId, f32)]) -> Vec<(f32, us
         }
     }
     fused
-}
-
-fn semantic_hit(chunk: StoredChunk) -> IndexHit {
-    IndexHit {
-        id: chunk.id,
-        score: 0.0,
-        heading: chunk.heading_path.join(" > "),
-        snippet: index::opening(&chunk.text, 240),
-        text: chunk.text,
-    }
 }
 
 /// Adds the sources a hit does not list yet, and their paths to `paths` once each.

@@ -1,11 +1,13 @@
 //! The index: the Tantivy projection of the ledger's chunks, and the only module that imports
 //! tantivy.
 //!
-//! Each Tantivy document is one chunk: its ID (a raw term, for `delete_term`), its heading path
-//! (boosted), its heading path and text together (the scored body), the text as written (stored
-//! only), a 64-bit key of the ID as a fast field for filters, and the labels of the documents
-//! that hold it (`ChunkLabels`: file name stems, front-matter titles, identifier fields), each
-//! its own boosted field. Every text field goes through one analyzer (`tokenizer`:
+//! Each Tantivy document is one chunk: its ID as four 64-bit fast columns (the first,
+//! `chunk_key`, also indexed: the delete term and the filter key), the 64-bit key of its
+//! normalised text (a fast column: what search folds repeated passages by), its heading path
+//! (boosted), its heading path and text together (the scored body), and the labels of the
+//! documents that hold it (`ChunkLabels`: file name stems, front-matter titles, identifier
+//! fields), each its own boosted field. Nothing is stored: the text and heading of a hit are
+//! read from the ledger, so a store keeps each passage once. Every text field goes through one analyzer (`tokenizer`:
 //! identifier-aware words, lower case, English stemmer), and so does every query. Paths, tags
 //! and line ranges are *not* in the index: they live in the ledger, so a tag edit never
 //! rewrites the index; only a change of a document's set of file name stems does (the store
@@ -33,15 +35,15 @@ use tantivy::collector::{FilterCollector, TopDocs};
 use tantivy::directory::MmapDirectory;
 
 use self::directory::CrashDirectory;
+use tantivy::doc;
+use tantivy::indexer::LogMergePolicy;
 use tantivy::schema::{
-    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
-    TextOptions, Value,
+    FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::snippet::SnippetGenerator;
 use tantivy::{
     DocAddress, Index as TantivyIndex, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term,
 };
-use tantivy::{TantivyDocument, doc};
 
 use crate::error::{Error, Result};
 use crate::ids::{self, ChunkId, Generation};
@@ -133,15 +135,13 @@ impl Default for IdFields {
     }
 }
 
-/// A hit as the index returns it; `search` adds the sources from the ledger.
-#[derive(Clone, Debug, PartialEq)]
+/// A hit as the index returns it; `search` reads its text and sources from the ledger.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct IndexHit {
     pub id: ChunkId,
     pub score: f32,
-    pub heading: String,
-    pub text: String,
-    /// A short passage of the text with the matched terms between `**`.
-    pub snippet: String,
+    /// `ids::text_key` of the chunk's text: equal keys are the same passage.
+    pub text_key: u64,
 }
 
 /// How a query is scored.
@@ -191,15 +191,19 @@ const BOOSTS: Boosts = Boosts {
     id: 2.0,
 };
 
+/// The fast columns of a chunk's ID: `chunk_key` (bytes 0..8, little-endian, as
+/// `ChunkId::short`) and the rest, eight bytes each.
+const ID_COLUMNS: [&str; 4] = ["chunk_key", "chunk_id_1", "chunk_id_2", "chunk_id_3"];
+const TEXT_KEY: &str = "text_key";
+
 #[derive(Clone, Copy)]
 struct Fields {
-    chunk_id: Field,
-    chunk_key: Field,
+    /// `ID_COLUMNS`: the first indexed too (the delete term and the filter key).
+    id: [Field; 4],
+    text_key: Field,
     heading: Field,
-    /// The heading path and the text together, indexed and not stored: what BM25 scores.
+    /// The heading path and the text together: what BM25 scores.
     body: Field,
-    /// The text as written, stored and not indexed: what a hit shows.
-    text: Field,
     /// `ChunkLabels::names`, `titles` and `ids`, indexed and not stored.
     names: Field,
     titles: Field,
@@ -236,11 +240,15 @@ fn schema() -> (Schema, Fields) {
             .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     let fields = Fields {
-        chunk_id: builder.add_text_field("chunk_id", STRING | STORED | FAST),
-        chunk_key: builder.add_u64_field("chunk_key", INDEXED | FAST),
-        heading: builder.add_text_field("heading", words.clone().set_stored()),
+        id: [
+            builder.add_u64_field(ID_COLUMNS[0], INDEXED | FAST),
+            builder.add_u64_field(ID_COLUMNS[1], FAST),
+            builder.add_u64_field(ID_COLUMNS[2], FAST),
+            builder.add_u64_field(ID_COLUMNS[3], FAST),
+        ],
+        text_key: builder.add_u64_field(TEXT_KEY, FAST),
+        heading: builder.add_text_field("heading", words.clone()),
         body: builder.add_text_field("body", words),
-        text: builder.add_text_field("text", STORED),
         // A label is indexed as the keys of whole runs of its parts (`tokenizer::label_terms`):
         // a query matches it by naming one of those runs, never by sharing one plain word.
         names: builder.add_text_field("names", STRING),
@@ -515,10 +523,11 @@ impl Index {
 
     /// Starts writing. The writer holds Tantivy's own lock until dropped.
     pub fn writer(&self) -> Result<Writer> {
-        let writer = self
+        let writer: IndexWriter = self
             .index
             .writer_with_num_threads(2, 96 * 1024 * 1024)
             .map_err(index_error("open writer"))?;
+        writer.set_merge_policy(Box::new(merge_policy()));
         Ok(Writer {
             writer,
             fields: self.fields,
@@ -641,39 +650,87 @@ impl Snapshot {
                     .map_err(index_error("search"))?
             }
         };
-        let mut snippets = SnippetGenerator::create(searcher, &*query, self.fields.body)
-            .map_err(index_error("snippet"))?;
-        snippets.set_max_num_chars(240);
+        let mut columns: Vec<Option<IdColumns>> = vec![None; searcher.segment_readers().len()];
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
-            let doc: TantivyDocument = searcher.doc(address).map_err(index_error("read hit"))?;
-            let get = |field: Field| -> String {
-                doc.get_first(field)
-                    .and_then(|v| v.as_str())
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            let id_hex = get(self.fields.chunk_id);
-            let Ok(id) = id_hex.parse::<ChunkId>() else {
-                return Err(Error::Inconsistent(format!(
-                    "the index holds a bad chunk id {id_hex:?}"
-                )));
-            };
-            let text = get(self.fields.text);
-            let mut snippet = mark(&snippets.snippet(&text));
-            if snippet.is_empty() {
-                // The match was in the heading only: show how the passage begins instead.
-                snippet = opening(&text, 240);
+            let slot = &mut columns[address.segment_ord as usize];
+            if slot.is_none() {
+                *slot = Some(IdColumns::of(searcher.segment_reader(address.segment_ord))?);
             }
+            let columns = slot.as_ref().expect("opened just above");
             hits.push(IndexHit {
-                id,
+                id: columns.id(address.doc_id)?,
                 score,
-                heading: get(self.fields.heading),
-                text,
-                snippet,
+                text_key: columns.text_key.first(address.doc_id).unwrap_or_default(),
             });
         }
         Ok(hits)
+    }
+
+    /// What marks a query's matches in the passages a search returns.
+    pub fn highlighter(&self, query_text: &str, config: &QueryConfig) -> Result<Highlighter> {
+        let query = query::build(self.searcher.index(), &self.fields, query_text, config);
+        let mut snippets = SnippetGenerator::create(&self.searcher, &*query, self.fields.body)
+            .map_err(index_error("snippet"))?;
+        snippets.set_max_num_chars(SNIPPET_CHARS);
+        Ok(Highlighter { snippets })
+    }
+}
+
+/// The longest snippet, in characters.
+const SNIPPET_CHARS: usize = 240;
+
+/// Makes the snippets of one query's hits.
+pub struct Highlighter {
+    snippets: SnippetGenerator,
+}
+
+impl Highlighter {
+    /// A short passage of `text` with the query's matched terms between `**`; how the text
+    /// begins when no term of the query is in it (a match in the heading or the labels alone).
+    pub fn snippet(&self, text: &str) -> String {
+        let snippet = mark(&self.snippets.snippet(text));
+        if snippet.is_empty() {
+            opening(text, SNIPPET_CHARS)
+        } else {
+            snippet
+        }
+    }
+}
+
+/// The fast columns of one segment that name its chunks.
+#[derive(Clone)]
+struct IdColumns {
+    id: [tantivy::columnar::Column<u64>; 4],
+    text_key: tantivy::columnar::Column<u64>,
+}
+
+impl IdColumns {
+    fn of(segment: &tantivy::SegmentReader) -> Result<IdColumns> {
+        let fast = segment.fast_fields();
+        let column = |name: &str| fast.u64(name).map_err(index_error("read chunk ids"));
+        Ok(IdColumns {
+            id: [
+                column(ID_COLUMNS[0])?,
+                column(ID_COLUMNS[1])?,
+                column(ID_COLUMNS[2])?,
+                column(ID_COLUMNS[3])?,
+            ],
+            text_key: column(TEXT_KEY)?,
+        })
+    }
+
+    fn id(&self, doc: tantivy::DocId) -> Result<ChunkId> {
+        let mut bytes = [0u8; 32];
+        for (part, column) in bytes.chunks_exact_mut(8).zip(&self.id) {
+            let value = column.first(doc).ok_or_else(|| {
+                Error::Inconsistent(format!(
+                    "the index holds a chunk without an id (document {doc})"
+                ))
+            })?;
+            part.copy_from_slice(&value.to_le_bytes());
+        }
+        Ok(ChunkId::from_bytes(bytes))
     }
 }
 
@@ -681,20 +738,9 @@ impl Snapshot {
 fn chunk_ids_of(searcher: &tantivy::Searcher) -> Result<Vec<String>> {
     let mut ids = Vec::with_capacity(searcher.num_docs() as usize);
     for segment in searcher.segment_readers() {
-        let column = segment
-            .fast_fields()
-            .str("chunk_id")
-            .map_err(index_error("read chunk ids"))?
-            .ok_or_else(|| Error::Inconsistent("the index has no chunk_id column".into()))?;
-        let mut text = String::new();
+        let columns = IdColumns::of(segment)?;
         for doc in segment.doc_ids_alive() {
-            for ord in column.term_ords(doc) {
-                text.clear();
-                column
-                    .ord_to_str(ord, &mut text)
-                    .map_err(|err| Error::io("read chunk ids", err))?;
-                ids.push(text.clone());
-            }
+            ids.push(columns.id(doc)?.to_hex());
         }
     }
     ids.sort();
@@ -766,6 +812,20 @@ fn mark(snippet: &tantivy::snippet::Snippet) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Tantivy's log merge policy with two bounds. Segments under `MIN_LAYER_DOCS` documents (what
+/// the commits of small runs make) form a level of their own, so a run that edits one file
+/// merges a few small segments, never a small one into the large ones of a bulk load; and
+/// segments over `MAX_MERGE_DOCS` are not merged again, which bounds the size (and memory) of a
+/// merge on a large store.
+fn merge_policy() -> LogMergePolicy {
+    const MIN_LAYER_DOCS: u32 = 1_000;
+    const MAX_MERGE_DOCS: usize = 1_000_000;
+    let mut policy = LogMergePolicy::default();
+    policy.set_min_layer_size(MIN_LAYER_DOCS);
+    policy.set_max_docs_before_merge(MAX_MERGE_DOCS);
+    policy
+}
+
 /// An open Tantivy writer. Dropping it without `commit` discards what it was given.
 pub struct Writer {
     writer: IndexWriter,
@@ -775,11 +835,13 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Deletes every document with this chunk ID. Always called before `add` for the same ID,
-    /// so applying a change twice leaves exactly one copy.
+    /// Deletes every document whose chunk ID begins with the same 64 bits as `id`
+    /// (`ChunkId::short`): this chunk, and any other that shares its key, which the caller adds
+    /// back. Always called before `add` for the same ID, so applying a change twice leaves
+    /// exactly one copy.
     pub fn delete(&mut self, id: &ChunkId) {
         self.writer
-            .delete_term(Term::from_field_text(self.fields.chunk_id, &id.to_hex()));
+            .delete_term(Term::from_field_u64(self.fields.id[0], id.short()));
     }
 
     /// Adds one chunk.
@@ -788,12 +850,16 @@ impl Writer {
         // The heading path is context for the passage ("Install" under which product?), so it
         // is scored with the text as well as in its own, boosted, field.
         let body = format!("{heading}\n\n{}", chunk.text);
+        let id = chunk.id.as_bytes();
+        let part = |i: usize| u64::from_le_bytes(id[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
         let mut document = doc!(
-            self.fields.chunk_id => chunk.id.to_hex(),
-            self.fields.chunk_key => chunk.id.short(),
+            self.fields.id[0] => part(0),
+            self.fields.id[1] => part(1),
+            self.fields.id[2] => part(2),
+            self.fields.id[3] => part(3),
+            self.fields.text_key => ids::text_key(chunk.text),
             self.fields.heading => heading,
             self.fields.body => body,
-            self.fields.text => chunk.text,
         );
         for (field, values) in [
             (self.fields.names, &chunk.labels.names),

@@ -37,6 +37,10 @@ pub use read::{ReadOutcome, read_file};
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 * 1024 * 1024;
 /// Files read, hashed and chunked per committed batch.
 pub const DEFAULT_BATCH_FILES: usize = 2_000;
+/// How often a long run commits the index, so that searches meanwhile see its progress. Each
+/// batch is a ledger transaction; the index commits at most this often and at the end of the
+/// run, since every commit writes segments that merges then write again.
+const INDEX_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Settings of an ingest run.
 #[derive(Clone, Debug)]
@@ -239,10 +243,27 @@ fn ingest_roots(
         duration_ms: 0,
     };
     progress.phase("read", total);
-    let mut files_done = Files { done: 0, total };
+    let mut files_done = Files {
+        done: 0,
+        total,
+        flushed: Instant::now(),
+    };
     for plan in plans {
-        run_root(store, plan, config, progress, &mut report, &mut files_done)?;
+        let ran = run_root(store, plan, config, progress, &mut report, &mut files_done);
+        if let Err(err) = ran {
+            // Ended by a signal at a safe point: what the ledger has committed reaches the
+            // index now rather than at the next run's catch-up.
+            if matches!(err, Error::Interrupted { .. })
+                && let Err(flush) = store.flush()
+            {
+                tracing::warn!(error = %flush, "could not commit the index after the interruption; the next run does");
+            }
+            return Err(err);
+        }
     }
+    // The index's commit and its merges are this run's work, in its duration: a merge left
+    // running would land in the next run's.
+    store.settle()?;
     if let Some(model) = &config.embed {
         report.embedding = Some(embed::embed_missing(
             store,
@@ -294,10 +315,12 @@ pub fn canonical_root(root: &Path) -> Result<PathBuf> {
     Ok(canonical)
 }
 
-/// Files of a run read and committed so far, of all it plans to read.
+/// Files of a run read and committed so far, of all it plans to read, and when the index
+/// last committed.
 struct Files {
     done: u64,
     total: u64,
+    flushed: Instant,
 }
 
 fn run_root(
@@ -414,11 +437,15 @@ fn run_root(
         // The last safe point before this batch's commit: a signal during the reading and
         // chunking costs this batch, never a half-written one.
         config.interrupt.check(files.done, files.total)?;
-        let outcome = store.commit(&batch)?;
+        let outcome = store.stage(&batch)?;
         report.chunks.added += outcome.chunks_added;
         report.chunks.removed += outcome.chunks_removed;
         report.chunks.reindexed += outcome.chunks_reindexed;
         files.done += batch_files.len() as u64;
+        if files.flushed.elapsed() >= INDEX_COMMIT_INTERVAL {
+            store.flush()?;
+            files.flushed = Instant::now();
+        }
         crash_point("ingest.between_batches");
     }
 
@@ -439,7 +466,7 @@ fn run_root(
             }
             batch.deletes.push(path.clone());
         }
-        let outcome = store.commit(&batch)?;
+        let outcome = store.stage(&batch)?;
         report.chunks.added += outcome.chunks_added;
         report.chunks.removed += outcome.chunks_removed;
         report.chunks.reindexed += outcome.chunks_reindexed;

@@ -471,6 +471,47 @@ impl Ledger {
         Ok(found)
     }
 
+    /// Every chunk the ledger holds whose ID begins with the same eight bytes as one of `ids`
+    /// (`ChunkId::short`, the index's delete key), each once, in ID order: the chunks a delete
+    /// by those keys removes from the index and that must be added back. Two chunks share a
+    /// key only by a 64-bit collision, so this is nearly always `chunks(ids)`.
+    pub fn chunks_sharing_keys(&self, ids: &[ChunkId]) -> Result<Vec<StoredChunk>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT chunk_id, heading, text FROM chunks
+                 WHERE chunk_id >= ?1 AND chunk_id < ?2 ORDER BY chunk_id",
+            )
+            .map_err(sql_error("read chunks"))?;
+        let prefixes: std::collections::BTreeSet<[u8; 8]> = ids
+            .iter()
+            .map(|id| id.as_bytes()[..8].try_into().expect("8 bytes"))
+            .collect();
+        let mut found = Vec::with_capacity(ids.len());
+        for prefix in prefixes {
+            // A byte string after every ID with this prefix: the prefix plus one, as a
+            // big-endian number; after a prefix of all 0xff, 33 bytes of 0xff (longer than
+            // any ID, which has 32).
+            let after = match u64::from_be_bytes(prefix).checked_add(1) {
+                Some(next) => next.to_be_bytes().to_vec(),
+                None => vec![0xff; 33],
+            };
+            let mut rows = stmt
+                .query(rusqlite::params![prefix.as_slice(), after])
+                .map_err(sql_error("read chunks"))?;
+            while let Some(row) = rows.next().map_err(sql_error("read chunks"))? {
+                found.push(StoredChunk {
+                    id: chunk_id_column(row, 0).map_err(sql_error("read chunks"))?,
+                    heading_path: decode_heading(
+                        &row.get::<_, String>(1).map_err(sql_error("read chunks"))?,
+                    ),
+                    text: row.get(2).map_err(sql_error("read chunks"))?,
+                });
+            }
+        }
+        Ok(found)
+    }
+
     /// Calls `f` for every chunk, in chunk ID order (for `rebuild` and `export`).
     pub fn for_each_chunk(&self, mut f: impl FnMut(StoredChunk) -> Result<()>) -> Result<()> {
         let mut stmt = self

@@ -108,7 +108,10 @@ pub struct Store {
     ledger: Ledger,
     index: Index,
     writer: Option<Writer>,
+    /// The generation of the index's last commit.
     index_generation: Generation,
+    /// The generation the writer holds, committed or not: `stage` moves it, `flush` commits it.
+    staged_generation: Generation,
     config: StoreConfig,
     _lock: WriterLock,
 }
@@ -188,6 +191,7 @@ impl Store {
             index,
             writer: None,
             index_generation,
+            staged_generation: index_generation,
             config,
             _lock: lock,
         };
@@ -219,32 +223,68 @@ impl Store {
     }
 
     /// Commits one batch: the ledger transaction first, then the Tantivy commit of the new
-    /// generation.
+    /// generation (`stage`, then `flush`).
     ///
     /// If it fails or the process dies before the ledger commit, nothing of the batch is
     /// written. After it, the ledger holds the batch and its log rows; the next writer's
     /// `catch_up` applies whatever the index missed.
     pub fn commit(&mut self, batch: &Batch) -> Result<BatchOutcome> {
-        self.commit_batch(batch)
+        let outcome = self.stage(batch)?;
+        self.flush()?;
+        Ok(outcome)
+    }
+
+    /// Commits one batch to the ledger and gives its chunk changes to the index writer, which
+    /// indexes them in its own threads meanwhile; the index commits them at the next `flush`.
+    /// Until then searches see the index's last commit, and a crash costs nothing the ledger
+    /// has: its log keeps every generation the index has not committed, and the next writer
+    /// replays them (`catch_up`).
+    pub fn stage(&mut self, batch: &Batch) -> Result<BatchOutcome> {
+        self.stage_batch(batch)
             .map_err(|err| err.in_store(&self.paths.dir))
     }
 
-    fn commit_batch(&mut self, batch: &Batch) -> Result<BatchOutcome> {
+    fn stage_batch(&mut self, batch: &Batch) -> Result<BatchOutcome> {
         if batch.is_empty() {
             return Ok(BatchOutcome::default());
         }
         let outcome = self.ledger.apply_batch(batch)?;
         crash_point("store.after_ledger_commit");
         if let Some(generation) = outcome.generation {
-            let from = self.index_generation;
+            let from = self.staged_generation;
             self.apply_log(from)?;
+            self.staged_generation = generation;
             crash_point("store.after_index_apply");
-            self.commit_index(generation)?;
+        }
+        Ok(outcome)
+    }
+
+    /// Commits what `stage` gave the index (with the generation it reached as the payload),
+    /// then prunes the log rows the index now has. Nothing to do when all is committed.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.staged_generation == self.index_generation {
+            return Ok(());
+        }
+        let generation = self.staged_generation;
+        let flushed = self.commit_index(generation).and_then(|()| {
             crash_point("store.after_index_commit");
             self.ledger.prune_log(generation)?;
             crash_point("store.after_log_prune");
+            Ok(())
+        });
+        flushed.map_err(|err| err.in_store(&self.paths.dir))
+    }
+
+    /// Commits what is staged and waits for the index's merges, so that the run's work ends
+    /// here rather than in the background of the next one. The next write opens a writer again.
+    pub fn settle(&mut self) -> Result<()> {
+        self.flush()?;
+        if let Some(writer) = self.writer.take() {
+            writer
+                .finish()
+                .map_err(|err| err.in_store(&self.paths.dir))?;
         }
-        Ok(outcome)
+        Ok(())
     }
 
     /// Brings the index to the ledger's generation.
@@ -279,6 +319,7 @@ impl Store {
         );
         crash_point("catch_up.before_apply");
         self.apply_log(from)?;
+        self.staged_generation = ledger_generation;
         crash_point("catch_up.before_commit");
         self.commit_index(ledger_generation)?;
         crash_point("catch_up.after_commit");
@@ -308,6 +349,7 @@ impl Store {
         let generation = self.ledger.generation()?;
         self.index = build_index(&self.paths, &self.ledger, generation, &self.config)?;
         self.index_generation = generation;
+        self.staged_generation = generation;
         self.ledger.prune_log(generation)?;
         self.rebuild_vectors()?;
         Ok(generation)
@@ -393,17 +435,14 @@ impl Store {
         Ok(())
     }
 
-    /// Waits for Tantivy's background merges and releases its writer.
+    /// Commits what is staged, waits for Tantivy's background merges and releases its writer.
     pub fn close(mut self) -> Result<()> {
-        if let Some(writer) = self.writer.take() {
-            writer
-                .finish()
-                .map_err(|err| err.in_store(&self.paths.dir))?;
-        }
-        Ok(())
+        self.settle()
     }
 
-    /// Stages in the Tantivy writer every chunk change logged after generation `after`.
+    /// Stages in the Tantivy writer every chunk change logged after generation `after`. The
+    /// index deletes by a chunk's 64-bit key, so every chunk the ledger holds under a deleted
+    /// key is added back, not only the logged one (`Ledger::chunks_sharing_keys`).
     fn apply_log(&mut self, after: Generation) -> Result<()> {
         let changed: Vec<ChunkId> = self.ledger.changed_since(after)?;
         let writer = writer_of(&mut self.writer, &self.index)?;
@@ -411,7 +450,7 @@ impl Store {
             for id in ids {
                 writer.delete(id);
             }
-            for chunk in self.ledger.chunks(ids)? {
+            for chunk in self.ledger.chunks_sharing_keys(ids)? {
                 add_chunk(writer, &self.ledger, &chunk, &self.config)?;
             }
         }

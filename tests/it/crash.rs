@@ -179,16 +179,30 @@ fn crash_inside_a_tantivy_merge_heals_and_leaves_no_files_behind() {
     for point in MERGE_POINTS {
         let env = Env::sample();
         env.ingest();
-        // One file per batch: a commit each, and Tantivy merges once it has eight segments.
-        for i in 0..12 {
+        // A run commits the index once (at its end), so each run that adds a file adds a
+        // segment, and Tantivy merges once it has eight small ones: the run that merges, and
+        // waits for its merge before it ends, must die inside it.
+        let mut crashed = false;
+        for i in 0..16 {
             env.write(
                 &format!("many/page-{i}.md"),
-                &format!("# Many {i}\n\nPage {i} of many small batches.\n"),
+                &format!("# Many {i}\n\nPage {i} of many small runs.\n"),
             );
+            let args = ingest_args(&env);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let output = env
+                .command(&args)
+                .env(CRASH_ENV, point)
+                .output()
+                .expect("run groundidx");
+            if output.status.success() {
+                continue;
+            }
+            assert_crashed_at(&output, point);
+            crashed = true;
+            break;
         }
-        let mut args = ingest_args(&env);
-        args[4] = "1".into();
-        run_crashing(&env, &args, point);
+        assert!(crashed, "no run of sixteen reached {point}");
         heal_and_compare(&env, point);
     }
 }
@@ -204,7 +218,14 @@ fn crash_between_two_batches_keeps_the_batches_before_it() {
         .count();
     assert!(new_pages > 0, "the committed batches were lost");
     assert!(new_pages < 14, "the run should have stopped half-way");
-    env.assert_verified();
+    // The index commits at most every 30 s and at the end of a run, so it may lag the batches
+    // the ledger committed; a lag the log explains, healed by the next writer.
+    let report = env.run(&["verify", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).expect("verify JSON");
+    assert!(
+        report["identical"] == true || report["lag_only"] == true,
+        "verify: {report}"
+    );
     heal_and_compare(&env, "ingest.between_batches:2");
 }
 

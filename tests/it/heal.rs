@@ -50,19 +50,20 @@ fn damages() -> Vec<Damage> {
         ("a missing index folder", |store| {
             std::fs::remove_dir_all(store.join("index")).expect("delete index");
         }),
-        ("an index schema that lacks a field", drop_text_field),
+        ("an index schema that lacks a field", drop_text_key_field),
     ]
 }
 
-/// Rewrites `meta.json` as an older groundidx would have written it: without the `text` field.
-fn drop_text_field(store: &Path) {
+/// Rewrites `meta.json` as an older groundidx would have written it: without the `text_key`
+/// field, which indexes before the text left the index lacked.
+fn drop_text_key_field(store: &Path) {
     let path = store.join("index/meta.json");
     let mut meta: Value =
         serde_json::from_slice(&std::fs::read(&path).expect("read meta.json")).expect("json");
     let fields = meta["schema"].as_array_mut().expect("schema fields");
     let before = fields.len();
-    fields.retain(|field| field["name"] != "text");
-    assert_eq!(fields.len() + 1, before, "the schema had a text field");
+    fields.retain(|field| field["name"] != "text_key");
+    assert_eq!(fields.len() + 1, before, "the schema had a text_key field");
     std::fs::write(&path, serde_json::to_vec(&meta).expect("json")).expect("write meta.json");
 }
 

@@ -110,6 +110,7 @@ mod hostile_servers;
 mod hostile_tree;
 mod hostile_vectors;
 mod identifiers;
+mod key_collision;
 mod kill;
 mod lock;
 mod malformed;
