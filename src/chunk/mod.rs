@@ -270,6 +270,22 @@ impl Packer<'_> {
 /// The length of `text` with its white space folded as `ids::normalise` folds it. Composition is
 /// left out: it rarely changes a length, and a boundary needs only to be stable under white space.
 fn normalised_len(text: &str) -> usize {
+    if text.is_ascii() {
+        // One byte per character; white space and control characters are the bytes up to
+        // 0x20 and 0x7f (`ids::is_space` on ASCII).
+        let (mut size, mut in_word, mut words) = (0usize, false, 0usize);
+        for &b in text.as_bytes() {
+            let space = b <= 0x20 || b == 0x7f;
+            if !space {
+                size += 1;
+                if !in_word {
+                    words += 1;
+                }
+            }
+            in_word = !space;
+        }
+        return (size + words).saturating_sub(1);
+    }
     text.split(ids::is_space)
         .filter(|word| !word.is_empty())
         .map(|word| word.chars().count() + 1)
@@ -351,7 +367,27 @@ impl LineIndex {
 
 #[cfg(test)]
 mod tests {
-    use super::{ChunkConfig, DocKind, chunk_document, cut};
+    use super::{ChunkConfig, DocKind, chunk_document, cut, normalised_len};
+
+    #[test]
+    fn normalised_len_is_the_length_of_the_normalised_text() {
+        for a in 0u8..128 {
+            for b in 0u8..128 {
+                for text in [
+                    format!("{}{}", a as char, b as char),
+                    format!(" x{}{}y \t", a as char, b as char),
+                    format!("{}w {}é", a as char, b as char),
+                ] {
+                    let normalised = crate::ids::normalise(&text);
+                    assert_eq!(
+                        normalised_len(&text),
+                        normalised.chars().count(),
+                        "{text:?}"
+                    );
+                }
+            }
+        }
+    }
 
     fn chunks(text: &str, target_size: usize) -> Vec<(String, String, (u32, u32))> {
         chunk_document(DocKind::Markdown, text, &ChunkConfig { target_size })

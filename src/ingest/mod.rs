@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::ids::{DocHash, Generation};
 use crate::ledger::{Batch, NewDocument, SourceUpsert};
 use crate::store::{Store, StoreConfig};
-use crate::walk::{Excludes, Warning, WarningKind};
+use crate::walk::{Excludes, WalkedFile, Warning, WarningKind};
 
 pub use plan::{PlanConfig, RootPlan, plan_root};
 pub use read::{ReadOutcome, read_file};
@@ -298,6 +298,137 @@ fn ingest_roots(
     Ok(report)
 }
 
+/// A batch's files read, each with its chunks when it is text (in the order of the files).
+type Prepared = Vec<(ReadOutcome, Option<chunk::ChunkedDocument>)>;
+
+/// Reads, hashes and chunks a batch's files in parallel. Every text is chunked, even one whose
+/// document the ledger may already have (a copy, a touched file): asking the ledger first
+/// would wait for the commit of the batch before.
+fn prepare_batch(
+    files: &[WalkedFile],
+    root_dir: Option<std::os::fd::BorrowedFd<'_>>,
+    config: &IngestConfig,
+    progress: &dyn Progress,
+) -> Prepared {
+    files
+        .par_iter()
+        .map(|file| {
+            // The walk finds no file under a root it could not open; this only keeps the two
+            // in step without a panic.
+            let outcome = match root_dir {
+                Some(dir) => read_file(dir, file, config.max_file_size),
+                None => ReadOutcome::NotIndexed(Warning::unreadable(
+                    &file.rel_path,
+                    "the folder it is under could not be opened",
+                )),
+            };
+            let chunked = match &outcome {
+                ReadOutcome::Text { text, .. } => {
+                    Some(chunk::chunk_document(file.kind, text, &config.chunk))
+                }
+                ReadOutcome::NotIndexed(_) => None,
+            };
+            progress.advance(1);
+            (outcome, chunked)
+        })
+        .collect()
+}
+
+/// Compares a prepared batch with the ledger and stages it (`Store::stage`); commits the index
+/// when `INDEX_COMMIT_INTERVAL` has passed since it last did.
+#[allow(clippy::too_many_arguments)]
+fn commit_batch(
+    store: &mut Store,
+    plan: &RootPlan,
+    root_id: crate::ledger::RootId,
+    batch_files: &[WalkedFile],
+    prepared: Prepared,
+    config: &IngestConfig,
+    report: &mut IngestReport,
+    files: &mut Files,
+    added_docs: &mut HashMap<DocHash, u64>,
+) -> Result<()> {
+    config.interrupt.check(files.done, files.total)?;
+    let mut batch = Batch::new(root_id);
+    // Documents the ledger does not have yet, each once.
+    let mut chunking: HashSet<DocHash> = HashSet::new();
+    for (file, (outcome, chunked)) in batch_files.iter().zip(prepared) {
+        let (doc_hash, stat, recorded_ns) = match outcome {
+            ReadOutcome::Text {
+                doc_hash,
+                stat,
+                recorded_ns,
+                ..
+            } => (doc_hash, stat, recorded_ns),
+            ReadOutcome::NotIndexed(warning) => {
+                report.documents.skipped += 1;
+                report.warnings.push(warning);
+                continue;
+            }
+        };
+        // A document recorded by schema version 2 has no fields yet: it is chunked again
+        // (the same chunks) for its front matter, and its source is written as an upsert.
+        let lacks_fields = store.ledger().lacks_fields(&doc_hash)?;
+        match plan.known.get(&file.rel_path) {
+            Some(record) if record.doc_hash == doc_hash => {
+                report.documents.unchanged += 1;
+                if !lacks_fields {
+                    batch
+                        .stat_updates
+                        .push((file.rel_path.clone(), stat, recorded_ns));
+                    continue;
+                }
+            }
+            Some(_) => report.documents.changed += 1,
+            None => {
+                report.documents.added += 1;
+                *added_docs.entry(doc_hash).or_default() += 1;
+            }
+        }
+        let document = match chunked {
+            Some(document)
+                if (lacks_fields || !store.ledger().has_document(&doc_hash)?)
+                    && chunking.insert(doc_hash) =>
+            {
+                report.warnings.extend(
+                    document
+                        .warnings
+                        .iter()
+                        .map(|message| Warning::skipped(&file.rel_path, message.clone())),
+                );
+                Some(NewDocument {
+                    title: document.title,
+                    tags: document.tags,
+                    fields: document.fields,
+                    chunks: document.chunks,
+                })
+            }
+            _ => None,
+        };
+        batch.upserts.push(SourceUpsert {
+            path: file.rel_path.clone(),
+            doc_hash,
+            stat,
+            recorded_ns,
+            document,
+        });
+    }
+    // The last safe point before this batch's commit: a signal during the reading and
+    // chunking costs this batch, never a half-written one.
+    config.interrupt.check(files.done, files.total)?;
+    let outcome = store.stage(&batch)?;
+    report.chunks.added += outcome.chunks_added;
+    report.chunks.removed += outcome.chunks_removed;
+    report.chunks.reindexed += outcome.chunks_reindexed;
+    files.done += batch_files.len() as u64;
+    if files.flushed.elapsed() >= INDEX_COMMIT_INTERVAL {
+        store.flush()?;
+        files.flushed = Instant::now();
+    }
+    crash_point("ingest.between_batches");
+    Ok(())
+}
+
 /// The canonical form of a root folder, with an error that says what is wrong.
 pub fn canonical_root(root: &Path) -> Result<PathBuf> {
     let canonical = root.canonicalize().map_err(|err| {
@@ -342,112 +473,34 @@ fn run_root(
     let mut added_docs: HashMap<DocHash, u64> = HashMap::new();
 
     let root_dir = plan.root_dir.as_ref().map(|dir| dir.as_fd());
-    for batch_files in plan.to_read.chunks(config.batch_files.max(1)) {
-        config.interrupt.check(files.done, files.total)?;
-        let outcomes: Vec<ReadOutcome> = batch_files
-            .par_iter()
-            .map(|file| {
-                // The walk finds no file under a root it could not open; this only keeps the
-                // two in step without a panic.
-                let outcome = match root_dir {
-                    Some(dir) => read_file(dir, file, config.max_file_size),
-                    None => ReadOutcome::NotIndexed(Warning::unreadable(
-                        &file.rel_path,
-                        "the folder it is under could not be opened",
-                    )),
-                };
-                progress.advance(1);
-                outcome
-            })
-            .collect();
-        let mut batch = Batch::new(root_id);
-        // Documents to chunk: those the ledger does not have yet, each once.
-        let mut to_chunk: Vec<(usize, chunk::DocKind, &str)> = Vec::new();
-        let mut chunking: HashSet<DocHash> = HashSet::new();
-        for (file, outcome) in batch_files.iter().zip(&outcomes) {
-            let (doc_hash, stat, recorded_ns, text) = match outcome {
-                ReadOutcome::Text {
-                    doc_hash,
-                    stat,
-                    recorded_ns,
-                    text,
-                } => (doc_hash, stat, recorded_ns, text),
-                ReadOutcome::NotIndexed(warning) => {
-                    report.documents.skipped += 1;
-                    report.warnings.push(warning.clone());
-                    continue;
-                }
-            };
-            // A document recorded by schema version 2 has no fields yet: it is chunked again
-            // (the same chunks) for its front matter, and its source is written as an upsert.
-            let lacks_fields = store.ledger().lacks_fields(doc_hash)?;
-            match plan.known.get(&file.rel_path) {
-                Some(record) if record.doc_hash == *doc_hash => {
-                    report.documents.unchanged += 1;
-                    if !lacks_fields {
-                        batch
-                            .stat_updates
-                            .push((file.rel_path.clone(), *stat, *recorded_ns));
-                        continue;
-                    }
-                }
-                Some(_) => report.documents.changed += 1,
-                None => {
-                    report.documents.added += 1;
-                    *added_docs.entry(*doc_hash).or_default() += 1;
-                }
-            }
-            if (lacks_fields || !store.ledger().has_document(doc_hash)?)
-                && chunking.insert(*doc_hash)
-            {
-                to_chunk.push((batch.upserts.len(), file.kind, text.as_str()));
-            }
-            batch.upserts.push(SourceUpsert {
-                path: file.rel_path.clone(),
-                doc_hash: *doc_hash,
-                stat: *stat,
-                recorded_ns: *recorded_ns,
-                document: None,
-            });
+    let batches: Vec<&[WalkedFile]> = plan.to_read.chunks(config.batch_files.max(1)).collect();
+    // A pipeline of two stages: while one batch is committed (the ledger transaction on this
+    // thread, the indexing in Tantivy's threads), the next is read and chunked (rayon).
+    let prepare = |files: &[WalkedFile]| prepare_batch(files, root_dir, config, progress);
+    std::thread::scope(|scope| -> Result<()> {
+        let mut ready = batches.first().map(|files| prepare(files));
+        for (i, batch_files) in batches.iter().enumerate() {
+            let prepared = ready
+                .take()
+                .expect("each batch is prepared before its turn");
+            let next = batches
+                .get(i + 1)
+                .map(|files| scope.spawn(move || prepare(files)));
+            commit_batch(
+                store,
+                &plan,
+                root_id,
+                batch_files,
+                prepared,
+                config,
+                report,
+                files,
+                &mut added_docs,
+            )?;
+            ready = next.map(|handle| handle.join().expect("a batch's reading panicked"));
         }
-        let chunked: Vec<(usize, chunk::ChunkedDocument)> = to_chunk
-            .par_iter()
-            .map(|(upsert_index, kind, text)| {
-                (
-                    *upsert_index,
-                    chunk::chunk_document(*kind, text, &config.chunk),
-                )
-            })
-            .collect();
-        for (upsert_index, document) in chunked {
-            let upsert = &mut batch.upserts[upsert_index];
-            report.warnings.extend(
-                document
-                    .warnings
-                    .iter()
-                    .map(|message| Warning::skipped(&upsert.path, message.clone())),
-            );
-            upsert.document = Some(NewDocument {
-                title: document.title,
-                tags: document.tags,
-                fields: document.fields,
-                chunks: document.chunks,
-            });
-        }
-        // The last safe point before this batch's commit: a signal during the reading and
-        // chunking costs this batch, never a half-written one.
-        config.interrupt.check(files.done, files.total)?;
-        let outcome = store.stage(&batch)?;
-        report.chunks.added += outcome.chunks_added;
-        report.chunks.removed += outcome.chunks_removed;
-        report.chunks.reindexed += outcome.chunks_reindexed;
-        files.done += batch_files.len() as u64;
-        if files.flushed.elapsed() >= INDEX_COMMIT_INTERVAL {
-            store.flush()?;
-            files.flushed = Instant::now();
-        }
-        crash_point("ingest.between_batches");
-    }
+        Ok(())
+    })?;
 
     config.interrupt.check(files.done, files.total)?;
 

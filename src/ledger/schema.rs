@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::ledger::sql_error;
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The oldest version this build opens: older stores are upgraded in place by a writer, and
 /// read as they are by a reader (no reader query depends on what the upgrades add).
@@ -25,7 +25,26 @@ const MIGRATIONS: &[(i64, &str)] = &[
         "ALTER TABLE sources ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT 0;",
     ),
     (3, SCHEMA_V3),
+    (4, SCHEMA_V4),
 ];
+
+/// Version 4: the chunks' text in a rowid table, found by a unique index on the chunk ID. Rows
+/// keyed by a hash land at random places in their B-tree, and pages split there stay half
+/// full: a WITHOUT ROWID `chunks` took 2.5 times the bytes of its text. Appended in rowid order
+/// they fill their pages, and only the small index takes random inserts. The columns, and so
+/// every query, stay the same.
+const SCHEMA_V4: &str = "
+CREATE TABLE chunks_by_row (
+    chunk_id BLOB NOT NULL,
+    heading  TEXT NOT NULL,
+    text     TEXT NOT NULL
+);
+INSERT INTO chunks_by_row (chunk_id, heading, text)
+    SELECT chunk_id, heading, text FROM chunks ORDER BY chunk_id;
+DROP TABLE chunks;
+ALTER TABLE chunks_by_row RENAME TO chunks;
+CREATE UNIQUE INDEX chunks_by_id ON chunks(chunk_id);
+";
 
 /// Version 3: a document's front-matter fields (searchable identifiers), and embeddings.
 const SCHEMA_V3: &str = "

@@ -122,8 +122,9 @@ fn a_store_of_the_previous_schema_is_upgraded_in_place() {
     let env = Env::sample();
     env.ingest();
     let before = env.export();
-    // Make it a version 1 store: the schema without the ctime column, and without what version
-    // 3 added (front-matter fields, embedding models and vectors).
+    // Make it a version 1 store: the schema without the ctime column, without what version
+    // 3 added (front-matter fields, embedding models and vectors), and with the chunks in a
+    // table keyed by their ID, as before version 4.
     let ledger_path = env.store.join("ledger.sqlite");
     let ledger = rusqlite::Connection::open(&ledger_path).expect("open");
     ledger
@@ -134,6 +135,12 @@ fn a_store_of_the_previous_schema_is_upgraded_in_place() {
              DROP TABLE model_stat_cache;
              DROP TABLE vectors;
              DELETE FROM meta WHERE name = 'vector_seq';
+             CREATE TABLE chunks_v1 (
+                 chunk_id BLOB PRIMARY KEY, heading TEXT NOT NULL, text TEXT NOT NULL
+             ) WITHOUT ROWID;
+             INSERT INTO chunks_v1 SELECT chunk_id, heading, text FROM chunks;
+             DROP TABLE chunks;
+             ALTER TABLE chunks_v1 RENAME TO chunks;
              UPDATE meta SET value = 1 WHERE name = 'schema_version';",
         )
         .expect("downgrade");
@@ -186,6 +193,17 @@ fn a_store_of_the_previous_schema_is_upgraded_in_place() {
         )
         .expect("count");
     assert_eq!(without_ctime, 0, "every source has its ctime after the run");
+    let chunks_schema: String = ledger
+        .query_row(
+            "SELECT group_concat(sql, ';') FROM sqlite_master WHERE tbl_name = 'chunks'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("the chunks table");
+    assert!(
+        !chunks_schema.contains("WITHOUT ROWID") && chunks_schema.contains("chunks_by_id"),
+        "the chunks are in a rowid table with an index on their ID: {chunks_schema}"
+    );
     drop(ledger);
     assert_eq!(env.export(), before);
     assert_eq!(env.export(), clean_export(&env.docs));
