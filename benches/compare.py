@@ -47,6 +47,41 @@ class LoadSampler(threading.Thread):
 LOAD = LoadSampler()
 
 
+class RssSampler(threading.Thread):
+    """Samples the resident memory of a process (or, when it runs under /usr/bin/time, of the
+    child it started) every 100 ms, as (seconds since `started`, MiB)."""
+
+    def __init__(self, pid, started, out):
+        super().__init__(daemon=True)
+        self.pid, self.started, self.out = pid, started, out
+        self.stop = threading.Event()
+
+    def target(self):
+        try:
+            children = open(f"/proc/{self.pid}/task/{self.pid}/children").read().split()
+        except OSError:
+            return None
+        return children[0] if children else str(self.pid)
+
+    def run(self):
+        while not self.stop.is_set():
+            pid = self.target()
+            try:
+                status = open(f"/proc/{pid}/status").read() if pid else ""
+            except OSError:
+                status = ""
+            match = re.search(r"VmRSS:\s+(\d+) kB", status)
+            if match:
+                self.out.append((round(time.perf_counter() - self.started, 2),
+                                 round(int(match.group(1)) / 1024, 1)))
+            self.stop.wait(0.1)
+
+
+def tree_bytes(path):
+    """Bytes of every file under `path` (apparent sizes)."""
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
 def timed(cmd, check_json=None, env=None):
     """Runs cmd (a list), returns (seconds, stdout)."""
     started = time.perf_counter()
@@ -93,12 +128,23 @@ class Bench:
                         "uptime_start": uptime(), "binaries": {"groundidx": self.bin},
                         "source": source()}
 
-    def ingest(self, store, corpus, expect=None, time_v=False):
+    def ingest(self, store, corpus, expect=None, time_v=False, curve=None):
+        """Runs one ingest; with `time_v`, under GNU time for the peak RSS. With `curve` (a
+        list), the process's RSS is sampled every 100 ms into it as (seconds, MiB)."""
         cmd = [self.bin, "--store", str(store), "ingest", str(corpus), "--json", "--quiet"]
         if time_v:
             cmd = ["/usr/bin/time", "-v"] + cmd
         started = time.perf_counter()
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if curve is None:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        else:
+            child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            sampler = RssSampler(child.pid, started, curve)
+            sampler.start()
+            out, err = child.communicate()
+            sampler.stop.set()
+            sampler.join()
+            proc = subprocess.CompletedProcess(cmd, child.returncode, out, err)
         seconds = time.perf_counter() - started
         if proc.returncode != 0:
             raise RuntimeError(f"ingest {corpus} exited {proc.returncode}: {proc.stderr.decode()[-2000:]}")
@@ -116,9 +162,13 @@ class Bench:
 
         def ours():
             shutil.rmtree(store, ignore_errors=True)
-            seconds, report, rss = self.ingest(store, corpus, time_v=True)
+            curve = []
+            seconds, report, rss = self.ingest(store, corpus, time_v=True, curve=curve)
             info.setdefault("rss_kb", []).append(rss)
-            info["report"] = {k: report[k] for k in ("documents", "chunks", "generation")}
+            info["rss_curve_mib"] = curve
+            info["report"] = {k: report[k] for k in ("documents", "chunks", "generation", "duration_ms")}
+            info["store_bytes"] = {p.name: tree_bytes(p) if p.is_dir() else p.stat().st_size
+                                   for p in store.iterdir()}
             return seconds
 
         def tantivy():
@@ -140,6 +190,9 @@ class Bench:
         shutil.rmtree(raw, ignore_errors=True)
         result.update(info)
         result["peak_rss_kb"] = max(info["rss_kb"])
+        result["corpus_bytes"] = tree_bytes(corpus)
+        result["store_total_bytes"] = sum(info["store_bytes"].values())
+        result["store_ratio_vs_corpus"] = result["store_total_bytes"] / result["corpus_bytes"]
         if reference:
             result["ratio_vs_tantivy"] = result["groundidx"]["median_s"] / result["tantivy"]["median_s"]
         return result
@@ -184,6 +237,7 @@ class Bench:
         target = sorted((Path(corpus) / "t00" / "s00").glob("*.md"))[0]
         original = target.read_bytes()
         counter = [0]
+        durations = []
 
         def edit():
             counter[0] += 1
@@ -193,6 +247,7 @@ class Bench:
             os.utime(target, (past, past))
             seconds, report, _ = self.ingest(store, corpus)
             assert report["documents"]["changed"] == 1, report
+            durations.append(report["duration_ms"])
             return seconds
 
         def noop():
@@ -209,6 +264,8 @@ class Bench:
             os.utime(target, (past, past))
             self.ingest(store, corpus)
         result["ratio_vs_noop"] = result["one_edit"]["median_s"] / result["noop"]["median_s"]
+        result["edit_duration_ms"] = durations
+        result["slowest_vs_median"] = result["one_edit"]["max_s"] / result["one_edit"]["median_s"]
         return result
 
     # ---- search: groundidx in process vs Tantivy's own query ----
@@ -316,7 +373,7 @@ def plot(results, out):
         raw.append(results["cold"][key].get("tantivy", {}).get("median_s"))
     if not sizes:
         return
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right, memory) = plt.subplots(1, 3, figsize=(16, 4.2))
     left.plot(sizes, noop, "o-", label="groundidx no-op re-run")
     left.plot(sizes, b3, "s--", label="b3sum over every file")
     left.plot(sizes, find, "^:", label="find -printf size, mtime")
@@ -325,6 +382,15 @@ def plot(results, out):
     if all(r is not None for r in raw):
         right.plot(sizes, raw, "s--", label="raw Tantivy, ~1,000-char pieces")
     right.set_title("Cold ingest (medians)")
+    for key, style in (("gen-10k", ":"), ("gen-100k", "-")):
+        curve = results["cold"].get(key, {}).get("rss_curve_mib")
+        if curve:
+            memory.plot([t for t, _ in curve], [m for _, m in curve], style, label=f"cold ingest, {key}")
+    memory.set_title("Resident memory during a cold ingest")
+    memory.set_xlabel("seconds")
+    memory.set_ylabel("MiB")
+    memory.grid(True, alpha=0.3)
+    memory.legend(fontsize=8)
     for ax in (left, right):
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -362,6 +428,7 @@ def main():
     if want("cold"):
         r["cold"] = {}
         r["cold"]["opensearch-docs"] = b.cold("opensearch-docs", c / "shared9k" / "opensearch-docs", runs)
+        r["cold"]["tldr-en"] = b.cold("tldr-en", c / "shared9k" / "tldr-en", runs)
         r["cold"]["gen-1k"] = b.cold("gen-1k", c / "gen-1000", runs)
         r["cold"]["gen-10k"] = b.cold("gen-10k", c / "gen-10000", max(3, runs // 2))
         r["cold"]["gen-100k"] = b.cold("gen-100k", c / "gen-100000", 2)
@@ -371,7 +438,7 @@ def main():
         for n in ("1k", "10k", "100k"):
             r["noop"][f"gen-{n}"] = b.noop(f"gen-{n}", c / f"gen-{n.replace('k', '000')}", runs)
     if want("edit"):
-        r["one_edit"] = b.one_edit("gen-100k", c / "gen-100000", runs)
+        r["one_edit"] = b.one_edit("gen-100k", c / "gen-100000", max(runs, 20))
     if want("agent"):
         r["keyed"] = b.keyed(args.sample_docs, 2000)
         r["mcp"] = b.agent("gen-100k", queries, 500)
@@ -405,9 +472,11 @@ def summary(r):
     if "one_edit" in r:
         v = r["one_edit"]
         rows.append(f"one edit among 100k: {ms(v['one_edit']['median_s'])} vs no-op "
-                    f"{ms(v['noop']['median_s'])} -> {v['ratio_vs_noop']:.2f}x")
+                    f"{ms(v['noop']['median_s'])} -> {v['ratio_vs_noop']:.2f}x; slowest "
+                    f"{ms(v['one_edit']['max_s'])} = {v.get('slowest_vs_median', 0):.2f}x the median")
     for name, v in r.get("cold", {}).items():
-        line = f"cold {name}: groundidx {ms(v['groundidx']['median_s'])}, peak RSS {v['peak_rss_kb'] / 1024:.0f} MB"
+        line = (f"cold {name}: groundidx {ms(v['groundidx']['median_s'])}, peak RSS {v['peak_rss_kb'] / 1024:.0f} MiB, "
+                f"store {v.get('store_total_bytes', 0) / 1e6:.1f} MB = {v.get('store_ratio_vs_corpus', 0):.2f}x corpus")
         if "tantivy" in v:
             line += f"; raw Tantivy {ms(v['tantivy']['median_s'])} -> {v['ratio_vs_tantivy']:.2f}x"
         rows.append(line)

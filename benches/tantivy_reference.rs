@@ -131,6 +131,10 @@ struct RawSearcher {
 impl RawSearcher {
     fn open(store: &Path) -> RawSearcher {
         let index = Index::open_in_dir(store.join("index")).expect("open index");
+        index.tokenizers().register(
+            groundidx::index::ANALYZER_NAME,
+            groundidx::index::analyzer(),
+        );
         let schema = index.schema();
         let body = schema.get_field("body").expect("body field");
         let heading = schema.get_field("heading").expect("heading field");

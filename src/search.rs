@@ -283,6 +283,17 @@ pub fn search_page(
     request: &SearchRequest,
     offset: usize,
 ) -> Result<SearchPage> {
+    // One read transaction for every ledger read of the search: one snapshot of the ledger,
+    // and one lock taken instead of one per statement.
+    ledger.read_snapshot(|ledger| search_page_in(sources_in, ledger, request, offset))
+}
+
+fn search_page_in(
+    sources_in: Sources<'_>,
+    ledger: &Ledger,
+    request: &SearchRequest,
+    offset: usize,
+) -> Result<SearchPage> {
     let snapshot = sources_in.snapshot;
     let mut mode = sources_in.resolve(request.mode)?;
     if request.top_k == 0 || request.top_k > MAX_TOP_K {

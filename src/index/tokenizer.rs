@@ -42,65 +42,66 @@ pub fn analyzer() -> TextAnalyzer {
 
 /// The English (Snowball) stemmer, as Tantivy's `Stemmer` applies it, with the stems it made
 /// kept: words follow Zipf's law, so nearly every token of a long text is a word it has
-/// stemmed before, and stemming was a fifth of the CPU of an ingest. Each copy of the analyzer
-/// (Tantivy takes one per field and indexing thread) keeps its own, up to `STEM_CACHE_WORDS`.
+/// stemmed before, and stemming was a fifth of the CPU of an ingest. Each thread keeps its own
+/// stems (up to `STEM_CACHE_WORDS`), shared by every copy of the analyzer it runs: Tantivy
+/// takes a copy per field and segment, and a search one per query and snippet.
 #[derive(Clone, Copy)]
 struct CachedStemmer;
 
-/// Words a stem cache holds before it starts again empty.
-const STEM_CACHE_WORDS: usize = 50_000;
+/// Words a thread's stem cache holds before it starts again empty (about 2 MB).
+const STEM_CACHE_WORDS: usize = 20_000;
+
+thread_local! {
+    static STEMS: std::cell::RefCell<HashMap<String, String>> =
+        std::cell::RefCell::new(HashMap::new());
+}
 
 impl TokenFilter for CachedStemmer {
     type Tokenizer<T: Tokenizer> = CachedStemmerFilter<T>;
 
     fn transform<T: Tokenizer>(self, inner: T) -> CachedStemmerFilter<T> {
-        CachedStemmerFilter {
-            inner,
-            stems: HashMap::new(),
-        }
+        CachedStemmerFilter { inner }
     }
 }
 
 #[derive(Clone)]
 struct CachedStemmerFilter<T> {
     inner: T,
-    stems: HashMap<String, String>,
 }
 
 impl<T: Tokenizer> Tokenizer for CachedStemmerFilter<T> {
-    type TokenStream<'a> = CachedStemmerStream<'a, T::TokenStream<'a>>;
+    type TokenStream<'a> = CachedStemmerStream<T::TokenStream<'a>>;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
         CachedStemmerStream {
             tail: self.inner.token_stream(text),
-            stems: &mut self.stems,
             stemmer: frostem::Stemmer::new(frostem::Algorithm::English),
         }
     }
 }
 
-struct CachedStemmerStream<'a, T> {
+struct CachedStemmerStream<T> {
     tail: T,
-    stems: &'a mut HashMap<String, String>,
     stemmer: frostem::Stemmer,
 }
 
-impl<T: TokenStream> TokenStream for CachedStemmerStream<'_, T> {
+impl<T: TokenStream> TokenStream for CachedStemmerStream<T> {
     fn advance(&mut self) -> bool {
         if !self.tail.advance() {
             return false;
         }
         let token = self.tail.token_mut();
-        if let Some(stem) = self.stems.get(&token.text) {
-            token.text.clone_from(stem);
-            return true;
-        }
-        let stem = self.stemmer.stem(&token.text).into_owned();
-        if self.stems.len() >= STEM_CACHE_WORDS {
-            self.stems.clear();
-        }
-        self.stems
-            .insert(std::mem::replace(&mut token.text, stem.clone()), stem);
+        STEMS.with_borrow_mut(|stems| {
+            if let Some(stem) = stems.get(&token.text) {
+                token.text.clone_from(stem);
+                return;
+            }
+            let stem = self.stemmer.stem(&token.text).into_owned();
+            if stems.len() >= STEM_CACHE_WORDS {
+                stems.clear();
+            }
+            stems.insert(std::mem::replace(&mut token.text, stem.clone()), stem);
+        });
         true
     }
 

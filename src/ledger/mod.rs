@@ -215,6 +215,12 @@ impl Ledger {
         // tables for such a plan to use.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
             .map_err(sql_error("set query planner stability"))?;
+        if access == Access::ReadOnly {
+            // Readers (searches) read hits' text and sources at random places: through a
+            // memory map each page read is a memory access, not a `pread` call.
+            conn.execute_batch("PRAGMA mmap_size = 1073741824;")
+                .map_err(sql_error("set the memory map"))?;
+        }
         if access == Access::ReadWrite {
             // WAL lets readers go on while a writer commits. synchronous=FULL makes every
             // commit durable against power loss too, and costs one fsync per transaction,

@@ -447,9 +447,7 @@ impl Store {
         let changed: Vec<ChunkId> = self.ledger.changed_since(after)?;
         let writer = writer_of(&mut self.writer, &self.index)?;
         for ids in changed.chunks(APPLY_READ_BATCH) {
-            for id in ids {
-                writer.delete(id);
-            }
+            writer.delete(ids)?;
             for chunk in self.ledger.chunks_sharing_keys(ids)? {
                 add_chunk(writer, &self.ledger, &chunk, &self.config)?;
             }
