@@ -414,12 +414,36 @@ fn special_kind(file_type: &std::fs::FileType) -> &'static str {
 /// builds every path by joining names to the root, so what follows the root's own
 /// components is already the relative path, with `/` between its names.
 fn relative(root: &Path, path: &Path) -> Option<String> {
-    path.strip_prefix(root).ok()?.to_str().map(str::to_string)
+    use std::os::unix::ffi::OsStrExt;
+    // Compared as bytes: `Path::strip_prefix` takes both paths apart into components.
+    let rest = path
+        .as_os_str()
+        .as_bytes()
+        .strip_prefix(root.as_os_str().as_bytes())?;
+    let rest = match rest.strip_prefix(b"/") {
+        Some(rest) => rest,
+        // `root` is `/` (its joins add no separator), or `path` is `root` itself.
+        None if rest.is_empty() || root.as_os_str().as_bytes().ends_with(b"/") => rest,
+        // A sibling whose name only begins like the root's (`/docs2` under `/docs`).
+        None => return None,
+    };
+    std::str::from_utf8(rest).ok().map(str::to_string)
 }
 
 #[cfg(test)]
 mod tests {
     use super::{Excludes, Walk, walk};
+
+    #[test]
+    fn relative_paths_are_what_follows_the_root() {
+        use std::path::Path;
+        let rel = |root: &str, path: &str| super::relative(Path::new(root), Path::new(path));
+        assert_eq!(rel("/docs", "/docs/a/b.md").as_deref(), Some("a/b.md"));
+        assert_eq!(rel("/docs", "/docs").as_deref(), Some(""));
+        assert_eq!(rel("/", "/a/b.md").as_deref(), Some("a/b.md"));
+        assert_eq!(rel("/docs", "/docs2/a.md"), None);
+        assert_eq!(rel("/docs", "/other/a.md"), None);
+    }
 
     #[test]
     fn finds_documents_and_skips_hidden_and_excluded() {

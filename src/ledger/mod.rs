@@ -251,15 +251,27 @@ impl Ledger {
     /// snapshot of the ledger even while a writer commits (WAL readers see the database as of
     /// their transaction's first read).
     pub fn read_snapshot<T>(&self, f: impl FnOnce(&Ledger) -> Result<T>) -> Result<T> {
+        /// Ends the read transaction however `f` ends, a panic included: a pooled connection
+        /// must never go back to its pool inside a transaction.
+        struct End<'a>(&'a Connection);
+        impl Drop for End<'_> {
+            fn drop(&mut self) {
+                if !self.0.is_autocommit() {
+                    let _ = self.0.execute_batch("ROLLBACK");
+                }
+            }
+        }
         self.conn
             .execute_batch("BEGIN DEFERRED")
             .map_err(sql_error("begin a read transaction"))?;
+        let end = End(&self.conn);
         let result = f(self);
         // A read transaction has nothing to keep: ending it either way only drops the snapshot.
         let ended = self
             .conn
             .execute_batch("ROLLBACK")
             .map_err(sql_error("end a read transaction"));
+        drop(end);
         let value = result?;
         ended?;
         Ok(value)
@@ -1104,4 +1116,25 @@ fn encode_heading(heading_path: &[String]) -> String {
 
 fn decode_heading(json: &str) -> Vec<String> {
     serde_json::from_str(json).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Access, Ledger};
+
+    #[test]
+    fn a_panic_inside_a_read_snapshot_ends_its_transaction() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("ledger.sqlite");
+        drop(Ledger::open(&path, Access::ReadWrite).expect("create"));
+        let ledger = Ledger::open(&path, Access::ReadOnly).expect("open");
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            ledger.read_snapshot(|_| -> crate::error::Result<()> { panic!("inside") })
+        }));
+        assert!(panicked.is_err());
+        // The connection is out of the transaction: another snapshot begins.
+        ledger
+            .read_snapshot(|ledger| ledger.generation())
+            .expect("a second snapshot");
+    }
 }

@@ -252,7 +252,14 @@ impl Store {
         crash_point("store.after_ledger_commit");
         if let Some(generation) = outcome.generation {
             let from = self.staged_generation;
-            self.apply_log(from)?;
+            if let Err(err) = self.apply_log(from) {
+                // The writer may hold part of this generation: discard everything it holds, so
+                // that no later flush commits a generation half applied. The ledger's log keeps
+                // every generation since the index's last commit for the next apply.
+                self.writer = None;
+                self.staged_generation = self.index_generation;
+                return Err(err);
+            }
             self.staged_generation = generation;
             crash_point("store.after_index_apply");
         }
