@@ -197,6 +197,10 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
             }
         });
     let mut first_entry = true;
+    // The open folders above the current entry, by depth (index 0, the root, is unused: the
+    // root's handle is `walk.root_dir`): files are stat'ed relative to their folder, so the
+    // kernel does not resolve every path from `/` again.
+    let mut folders: Vec<Option<(std::path::PathBuf, OwnedFd)>> = Vec::new();
     for entry in entries {
         if first_entry {
             // A pause point for the tests of a root swapped while the walk lists it.
@@ -252,12 +256,16 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
         let Some(kind) = DocKind::from_file_name(&name) else {
             continue;
         };
-        match entry.metadata() {
-            Ok(meta) => walk.files.push(WalkedFile {
+        let stat = match stat_in_folder(&walk, &mut folders, &entry) {
+            Some(stat) => Ok(stat),
+            None => entry.metadata().map(|meta| stat_of(&meta)),
+        };
+        match stat {
+            Ok(stat) => walk.files.push(WalkedFile {
                 read_path: rel.clone(),
                 rel_path: rel,
                 kind,
-                stat: stat_of(&meta),
+                stat,
             }),
             Err(err) => {
                 walk.warnings
@@ -286,6 +294,56 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
         walk.unreadable = vec![String::new()];
     }
     Ok(walk)
+}
+
+/// The stat of a file entry (not following a link), taken relative to its folder's open handle
+/// (opened once per folder, without following a link; at most one per depth is kept open).
+/// `None` when the folder cannot be opened so, or the stat fails: the caller then stats by path,
+/// as before, and reports what that finds.
+fn stat_in_folder(
+    walk: &Walk,
+    folders: &mut Vec<Option<(std::path::PathBuf, OwnedFd)>>,
+    entry: &walkdir::DirEntry,
+) -> Option<FileStat> {
+    use std::os::fd::AsFd;
+    let depth = entry.depth();
+    let parent = entry.path().parent()?;
+    // Folders deeper than this entry's are done with.
+    folders.truncate(depth);
+    let stat = if depth == 1 {
+        let root = walk.root_dir.as_ref()?;
+        rustix::fs::statat(
+            root,
+            entry.file_name(),
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )
+    } else {
+        if folders.len() < depth {
+            folders.resize_with(depth, || None);
+        }
+        let slot = &mut folders[depth - 1];
+        if slot
+            .as_ref()
+            .is_none_or(|(path, _)| path.as_os_str() != parent.as_os_str())
+        {
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let fd = rustix::fs::open(parent, flags, Mode::empty()).ok()?;
+            *slot = Some((parent.to_path_buf(), fd));
+        }
+        let (_, fd) = slot.as_ref()?;
+        rustix::fs::statat(
+            fd.as_fd(),
+            entry.file_name(),
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )
+    };
+    let stat = stat.ok()?;
+    Some(FileStat {
+        size: stat.st_size as u64,
+        mtime_ns: time_ns(stat.st_mtime as i64, stat.st_mtime_nsec as i64),
+        ctime_ns: time_ns(stat.st_ctime as i64, stat.st_ctime_nsec as i64),
+        inode: stat.st_ino as u64,
+    })
 }
 
 /// Opens the canonical `root` from `/` down, one component at a time with `O_NOFOLLOW`: the

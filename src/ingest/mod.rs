@@ -30,7 +30,7 @@ use crate::ledger::{Batch, NewDocument, SourceUpsert};
 use crate::store::{Store, StoreConfig};
 use crate::walk::{Excludes, WalkedFile, Warning, WarningKind};
 
-pub use plan::{PlanConfig, RootPlan, plan_root};
+pub use plan::{KnownSources, PlanConfig, RootPlan, plan_root};
 pub use read::{ReadOutcome, read_file};
 
 /// Files larger than this are skipped with a warning unless `--max-file-size` says otherwise.
@@ -508,7 +508,9 @@ fn run_root(
     if !plan.to_delete.is_empty() {
         let mut batch = Batch::new(root_id);
         for path in &plan.to_delete {
-            let doc_hash = plan.known[path].doc_hash;
+            let Some(doc_hash) = plan.known.get(path).map(|record| record.doc_hash) else {
+                continue;
+            };
             match added_docs.get_mut(&doc_hash) {
                 Some(count) if *count > 0 => {
                     *count -= 1;

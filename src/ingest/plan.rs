@@ -5,7 +5,7 @@
 //! with its inode count as a move only when the new file holds the old content, since a file
 //! system reuses the inodes of deleted files for new ones.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -34,7 +34,7 @@ pub struct RootPlan {
     pub root_dir: Option<OwnedFd>,
     pub root_id: Option<RootId>,
     /// What the ledger knew of every path under the root before the run.
-    pub known: HashMap<String, SourceRecord>,
+    pub known: KnownSources,
     /// New files, and files whose stat changed or cannot be trusted.
     pub to_read: Vec<WalkedFile>,
     /// Files the stat cache vouches for.
@@ -44,6 +44,41 @@ pub struct RootPlan {
     /// Known paths the walk did not see but whose deletion is held back.
     pub held_back: usize,
     pub warnings: Vec<Warning>,
+}
+
+/// What the ledger knew of every path under a root before the run, sorted by path.
+#[derive(Debug, Default)]
+pub struct KnownSources(Vec<(String, SourceRecord)>);
+
+impl KnownSources {
+    /// The ledger's sources of a root (sorted here if they are not already).
+    pub fn new(mut sources: Vec<(String, SourceRecord)>) -> KnownSources {
+        if !sources.is_sorted_by(|a, b| a.0 <= b.0) {
+            sources.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        }
+        KnownSources(sources)
+    }
+
+    /// What the ledger knew of `path`.
+    pub fn get(&self, path: &str) -> Option<&SourceRecord> {
+        self.0
+            .binary_search_by(|(known, _)| known.as_str().cmp(path))
+            .ok()
+            .map(|i| &self.0[i].1)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every known path with its record, sorted by path.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &SourceRecord)> {
+        self.0.iter().map(|(path, record)| (path.as_str(), record))
+    }
 }
 
 /// How a root is planned.
@@ -64,36 +99,39 @@ pub fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Resul
         .ok_or_else(|| Error::Usage(format!("folder name {} is not valid UTF-8", root.display())))?
         .to_string();
     let root_id = ledger.find_root(&root_key)?;
-    let known = match root_id {
+    let known = KnownSources::new(match root_id {
         Some(id) => ledger.sources_of_root(id)?,
-        None => HashMap::new(),
-    };
+        None => Vec::new(),
+    });
     // A pause point for the tests of a root swapped between being resolved and being opened.
     crash_point("plan.before_walk");
     let walked = walk::walk(root, config.excludes)?;
     let mut to_read = Vec::new();
     let mut unchanged = 0;
-    let mut seen: HashSet<&str> = HashSet::with_capacity(walked.files.len());
+    // The walk's files and the known paths are both sorted by path: one merge of the two
+    // lists, with no map to build.
+    let mut unseen: Vec<&str> = Vec::new();
+    let mut known_paths = known.iter().peekable();
     for file in &walked.files {
-        seen.insert(file.rel_path.as_str());
-        match known.get(&file.rel_path) {
-            Some(record) if !config.rehash && is_clean(record, file) => unchanged += 1,
+        while let Some((path, _)) = known_paths.next_if(|(path, _)| *path < file.rel_path.as_str())
+        {
+            unseen.push(path);
+        }
+        match known_paths.next_if(|(path, _)| *path == file.rel_path.as_str()) {
+            Some((_, record)) if !config.rehash && is_clean(record, file) => unchanged += 1,
             _ => to_read.push(file.clone()),
         }
     }
+    unseen.extend(known_paths.map(|(path, _)| path));
     let mut to_delete = Vec::new();
     let mut held_back = 0;
-    for path in known.keys() {
-        if seen.contains(path.as_str()) {
-            continue;
-        }
+    for path in unseen {
         if walked.is_held_back(path) {
             held_back += 1;
         } else {
-            to_delete.push(path.clone());
+            to_delete.push(path.to_string());
         }
     }
-    to_delete.sort();
     // Counting renames costs reads, so only a run that could trip the guard counts them.
     if !config.allow_mass_delete && to_delete.len() * 2 > known.len() {
         let removing =
@@ -126,7 +164,7 @@ pub fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Resul
 /// same size is read and hashed (in parallel: a whole folder moved is read here once more).
 fn proven_renames(
     walked: &walk::Walk,
-    known: &HashMap<String, SourceRecord>,
+    known: &KnownSources,
     to_delete: &[String],
     to_read: &[WalkedFile],
     config: &PlanConfig<'_>,
@@ -136,13 +174,15 @@ fn proven_renames(
     };
     let new_by_inode: HashMap<u64, &WalkedFile> = to_read
         .iter()
-        .filter(|file| !known.contains_key(&file.rel_path))
+        .filter(|file| known.get(&file.rel_path).is_none())
         .map(|file| (file.stat.inode, file))
         .collect();
     to_delete
         .par_iter()
         .filter(|path| {
-            let record = &known[path.as_str()];
+            let Some(record) = known.get(path) else {
+                return false;
+            };
             let Some(file) = new_by_inode.get(&record.stat.inode) else {
                 return false;
             };

@@ -12,7 +12,7 @@ mod pool;
 mod schema;
 mod vectors_sql;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -317,13 +317,14 @@ impl Ledger {
         Ok(RootId(self.conn.last_insert_rowid()))
     }
 
-    /// Every source under a root, keyed by relative path: one query, for the planner.
-    pub fn sources_of_root(&self, root: RootId) -> Result<HashMap<String, SourceRecord>> {
+    /// Every source under a root with its relative path, sorted by path (bytewise, as `str`
+    /// orders): one query, for the planner.
+    pub fn sources_of_root(&self, root: RootId) -> Result<Vec<(String, SourceRecord)>> {
         let mut stmt = self
             .conn
             .prepare_cached(
                 "SELECT path, doc_hash, size, mtime_ns, ctime_ns, inode, recorded_ns
-                 FROM sources WHERE root_id = ?1",
+                 FROM sources WHERE root_id = ?1 ORDER BY path",
             )
             .map_err(sql_error("read sources"))?;
         let rows = stmt
