@@ -301,11 +301,13 @@ fn ingest_roots(
 /// A batch's files read, each with its chunks when it is text (in the order of the files).
 type Prepared = Vec<(ReadOutcome, Option<chunk::ChunkedDocument>)>;
 
-/// Reads, hashes and chunks a batch's files in parallel. Every text is chunked, even one whose
-/// document the ledger may already have (a copy, a touched file): asking the ledger first
+/// Reads, hashes and chunks a batch's files in parallel. A file whose content is what the
+/// ledger recorded for its path (touched, or read again by `--rehash`) is not chunked; any other
+/// text is, even one whose document the ledger may already have (a copy): asking the ledger
 /// would wait for the commit of the batch before.
 fn prepare_batch(
     files: &[WalkedFile],
+    known: &KnownSources,
     root_dir: Option<std::os::fd::BorrowedFd<'_>>,
     config: &IngestConfig,
     progress: &dyn Progress,
@@ -323,6 +325,13 @@ fn prepare_batch(
                 )),
             };
             let chunked = match &outcome {
+                ReadOutcome::Text { doc_hash, .. }
+                    if known
+                        .get(&file.rel_path)
+                        .is_some_and(|record| record.doc_hash == *doc_hash) =>
+                {
+                    None
+                }
                 ReadOutcome::Text { text, .. } => {
                     Some(chunk::chunk_document(file.kind, text, &config.chunk))
                 }
@@ -353,13 +362,13 @@ fn commit_batch(
     // Documents the ledger does not have yet, each once.
     let mut chunking: HashSet<DocHash> = HashSet::new();
     for (file, (outcome, chunked)) in batch_files.iter().zip(prepared) {
-        let (doc_hash, stat, recorded_ns) = match outcome {
+        let (doc_hash, stat, recorded_ns, text) = match outcome {
             ReadOutcome::Text {
                 doc_hash,
                 stat,
                 recorded_ns,
-                ..
-            } => (doc_hash, stat, recorded_ns),
+                text,
+            } => (doc_hash, stat, recorded_ns, text),
             ReadOutcome::NotIndexed(warning) => {
                 report.documents.skipped += 1;
                 report.warnings.push(warning);
@@ -385,6 +394,12 @@ fn commit_batch(
                 *added_docs.entry(doc_hash).or_default() += 1;
             }
         }
+        // Unchanged content was not chunked while it was read; a document without its fields
+        // is chunked here (a store of schema version 2, once).
+        let chunked = match chunked {
+            None if lacks_fields => Some(chunk::chunk_document(file.kind, &text, &config.chunk)),
+            chunked => chunked,
+        };
         let document = match chunked {
             Some(document)
                 if (lacks_fields || !store.ledger().has_document(&doc_hash)?)
@@ -476,7 +491,8 @@ fn run_root(
     let batches: Vec<&[WalkedFile]> = plan.to_read.chunks(config.batch_files.max(1)).collect();
     // A pipeline of two stages: while one batch is committed (the ledger transaction on this
     // thread, the indexing in Tantivy's threads), the next is read and chunked (rayon).
-    let prepare = |files: &[WalkedFile]| prepare_batch(files, root_dir, config, progress);
+    let known = &plan.known;
+    let prepare = |files: &[WalkedFile]| prepare_batch(files, known, root_dir, config, progress);
     std::thread::scope(|scope| -> Result<()> {
         let mut ready = batches.first().map(|files| prepare(files));
         for (i, batch_files) in batches.iter().enumerate() {
