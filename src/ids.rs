@@ -267,9 +267,26 @@ impl StreamHash {
     }
 }
 
+/// Every pair of ASCII characters, alone, between words and spaces, and beside a word and a
+/// letter that is not ASCII: the texts the ASCII fast paths are checked on.
+#[cfg(test)]
+pub(crate) fn ascii_pairs() -> impl Iterator<Item = String> {
+    (0u8..128).flat_map(|a| {
+        (0u8..128).flat_map(move |b| {
+            let (a, b) = (a as char, b as char);
+            [
+                format!("{a}{b}"),
+                format!(" x{a}{b}y \t"),
+                format!("{a}w {b}"),
+                format!("{a}w {b}é"),
+            ]
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{ChunkId, chunk_id, normalise};
+    use super::{ChunkId, ascii_pairs, chunk_id, normalise};
 
     fn check(input: &str, expect: &str) {
         assert_eq!(normalise(input), expect, "normalise({input:?})");
@@ -277,19 +294,10 @@ mod tests {
 
     #[test]
     fn the_ascii_path_of_normalise_agrees_with_the_general_one() {
-        // Every pair of ASCII characters, alone and between words and spaces.
-        for a in 0u8..128 {
-            for b in 0u8..128 {
-                for text in [
-                    format!("{}{}", a as char, b as char),
-                    format!(" x{}{}y \t", a as char, b as char),
-                    format!("{}w {}", a as char, b as char),
-                ] {
-                    let mut general = String::new();
-                    super::fold_space(text.chars(), &mut general);
-                    assert_eq!(normalise(&text), general, "{text:?}");
-                }
-            }
+        for text in ascii_pairs() {
+            let mut general = String::new();
+            super::fold_space(text.chars(), &mut general);
+            assert_eq!(normalise(&text), general, "{text:?}");
         }
     }
 

@@ -104,14 +104,18 @@ fn ingest_args(env: &Env) -> Vec<String> {
     ]
 }
 
-/// Runs a command with a crash point armed and asserts it aborted at that point.
-fn run_crashing(env: &Env, args: &[String], point: &str) -> Output {
+/// Runs a command with a crash point armed.
+fn run_armed(env: &Env, args: &[String], point: &str) -> Output {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let output = env
-        .command(&args)
+    env.command(&args)
         .env(CRASH_ENV, point)
         .output()
-        .expect("run groundidx");
+        .expect("run groundidx")
+}
+
+/// Runs a command with a crash point armed and asserts it aborted at that point.
+fn run_crashing(env: &Env, args: &[String], point: &str) -> Output {
+    let output = run_armed(env, args, point);
     assert_crashed_at(&output, point);
     output
 }
@@ -188,13 +192,7 @@ fn crash_inside_a_tantivy_merge_heals_and_leaves_no_files_behind() {
                 &format!("many/page-{i}.md"),
                 &format!("# Many {i}\n\nPage {i} of many small runs.\n"),
             );
-            let args = ingest_args(&env);
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let output = env
-                .command(&args)
-                .env(CRASH_ENV, point)
-                .output()
-                .expect("run groundidx");
+            let output = run_armed(&env, &ingest_args(&env), point);
             if output.status.success() {
                 continue;
             }
