@@ -266,6 +266,157 @@ class Bench:
         result["ratio_vs_noop"] = result["one_edit"]["median_s"] / result["noop"]["median_s"]
         result["edit_duration_ms"] = durations
         result["slowest_vs_median"] = result["one_edit"]["max_s"] / result["one_edit"]["median_s"]
+        result["corpus"] = name
+        return result
+
+    # ---- peers: qmd's lexical path, every step a process, beside groundidx ----
+    def peer_qmd(self, name, corpus, queries, runs):
+        """`queries`: a few queries, asked in turn."""
+        """qmd (`collection add`, `update`, `search`) against groundidx (`ingest`, `search`) on
+        the same copy of a corpus: cold, no-op, one edited file, and one search as a process."""
+        qmd = self.args.qmd
+        home = self.work / "peers" / f"qmd-home-{name}"
+        env = dict(os.environ, XDG_CACHE_HOME=str(home / "cache"), XDG_CONFIG_HOME=str(home / "config"),
+                   PATH=f"{Path(self.args.node).parent}:{os.environ['PATH']}", NO_COLOR="1")
+        store = self.stores / f"peer-{name}"
+        version = subprocess.run([qmd, "--version"], capture_output=True, text=True, env=env).stdout.strip()
+        log(f"peers on {name}: qmd {version}, {runs} runs each")
+
+        def qmd_run(*args):
+            seconds, out = timed([qmd, *args], env=env)
+            return seconds, out.decode()
+
+        def qmd_cold():
+            shutil.rmtree(home, ignore_errors=True)
+            seconds, out = qmd_run("collection", "add", str(corpus), "--name", "bench")
+            assert "Indexed:" in out, out
+            return seconds
+
+        def ours_cold():
+            shutil.rmtree(store, ignore_errors=True)
+            return self.ingest(store, corpus)[0]
+
+        result = {"qmd_version": version}
+        result["cold"] = alternate({"groundidx": ours_cold, "qmd": qmd_cold}, max(3, runs // 2))
+        time.sleep(2.2)  # past the racy-clean window, then one run to refresh both stat caches
+        self.ingest(store, corpus)
+        qmd_run("update")
+
+        def ours_noop():
+            seconds, report, _ = self.ingest(store, corpus)
+            assert report["documents"]["changed"] == report["documents"]["added"] == 0, report
+            return seconds
+
+        def qmd_noop():
+            seconds, out = qmd_run("update")
+            assert "0 new, 0 updated" in out, out
+            return seconds
+
+        result["noop"] = alternate({"groundidx": ours_noop, "qmd": qmd_noop}, runs)
+        target = sorted(Path(corpus).rglob("*.md"))[len(list(Path(corpus).rglob("*.md"))) // 2]
+        original = target.read_bytes()
+        counter = [0]
+
+        def edit():
+            counter[0] += 1
+            target.write_bytes(original + f"\n\nEdit number {counter[0]}.\n".encode())
+            past = time.time() - 10 - counter[0] * 0.001
+            os.utime(target, (past, past))
+
+        def ours_edit():
+            edit()
+            seconds, report, _ = self.ingest(store, corpus)
+            assert report["documents"]["changed"] == 1, report
+            return seconds
+
+        def qmd_edit():
+            edit()
+            seconds, out = qmd_run("update")
+            assert "1 updated" in out, out
+            return seconds
+
+        try:
+            result["one_edit"] = alternate({"groundidx": ours_edit, "qmd": qmd_edit}, runs)
+        finally:
+            target.write_bytes(original)
+            past = time.time() - 10
+            os.utime(target, (past, past))
+        words = list(queries)
+        turn = [0]
+
+        def next_query():
+            turn[0] += 1
+            return words[turn[0] % len(words)]
+
+        def ours_search():
+            q = next_query()
+            return timed([self.bin, "--store", str(store), "search", q, "--top-k", "10", "--json"],
+                         check_json=lambda answer: answer["hits"] is not None)[0]
+
+        def qmd_search():
+            q = next_query()
+            return qmd_run("search", q, "-n", "10", "--format", "json")[0]
+
+        result["search"] = alternate({"groundidx": ours_search, "qmd": qmd_search}, max(runs, 2 * len(words)))
+        result["queries"] = words
+        for step in ("cold", "noop", "one_edit", "search"):
+            result[step]["qmd_over_groundidx"] = (result[step]["qmd"]["median_s"]
+                                                 / result[step]["groundidx"]["median_s"])
+        shutil.rmtree(home, ignore_errors=True)
+        return result
+
+    # ---- searches per second with 1 and 8 HTTP clients (benches/http_clients.sh, wrk) ----
+    def http_clients(self, docs):
+        log(f"HTTP clients on {docs}: 1 and 8, wrk")
+        started = time.time()
+        env = dict(os.environ, CLIENTS="1 8", ROUNDS="3", SECONDS_EACH="4")
+        out = subprocess.run(["bash", str(Path(__file__).with_name("http_clients.sh")), str(docs), self.bin],
+                             capture_output=True, text=True, check=True, env=env).stdout
+        per_s = {}
+        for line in out.splitlines():
+            cells = line.split()
+            if len(cells) == 2 and cells[0].isdigit():
+                per_s[int(cells[0])] = float(cells[1])
+        return {"searches_per_s": per_s, "ratio_8_vs_1": per_s[8] / per_s[1],
+                "_load": LOAD.between(started, time.time())}
+
+    # ---- embedding: chunks/s against sentence-transformers, and the model's share of an ingest ----
+    def embedding(self, corpus, cold_without_s):
+        model = self.args.model
+        if not model or not (Path(model) / "model.safetensors").exists():
+            raise RuntimeError(f"no model at {model}")
+        log("embedding throughput against sentence-transformers (benches/embed_throughput.sh)")
+        work = self.work / "embed"
+        env = dict(os.environ, GROUNDIDX_BENCH_WORK=str(work), GROUNDIDX_BENCH_RUNS="3")
+        started = time.time()
+        subprocess.run(["bash", str(Path(__file__).with_name("embed_throughput.sh")),
+                        self.args.corpora, model], check=True, env=env, stdout=subprocess.DEVNULL)
+        rows = [json.loads(line) for line in open(work / "embed-results.jsonl") if line.strip()]
+        result = {"throughput": rows, "_load": LOAD.between(started, time.time())}
+        for corpus_name in dict.fromkeys(row["corpus"] for row in rows):
+            sides = {row["side"]: row for row in rows if row["corpus"] == corpus_name}
+            result[f"ratio_{corpus_name}"] = (sides["candle"]["median_chunks_per_s"]
+                                             / sides["reference"]["median_chunks_per_s"])
+        log(f"cold ingest of {corpus} with the model, once")
+        store = self.stores / "embed-cold"
+        shutil.rmtree(store, ignore_errors=True)
+        cmd = [self.bin, "--store", str(store), "ingest", str(corpus), "--json", "--quiet",
+               "--embed-model", model]
+        seconds, out = timed(cmd)
+        report = json.loads(out)
+        result["cold_with_model_s"] = seconds
+        result["cold_without_model_s"] = cold_without_s
+        result["embedding_report"] = report["embedding"]
+        result["model_share"] = 1 - cold_without_s / seconds
+        shutil.rmtree(store, ignore_errors=True)
+        return result
+
+    # ---- one generated corpus of 1M files: every figure once or a few times ----
+    def scale(self, name, corpus, queries):
+        result = {"cold": self.cold(name, corpus, 1)}
+        result["noop"] = self.noop(name, corpus, 3)
+        result["one_edit"] = self.one_edit(name, corpus, 5)
+        result["search"] = self.search(name, corpus, queries, 1)
         return result
 
     # ---- search: groundidx in process vs Tantivy's own query ----
@@ -333,6 +484,15 @@ class Bench:
         return {"ndcg_at_10": float(match.group(1)), "recall_at_100": float(match.group(2))}
 
 
+# Queries for the peers' search as a process: what a person would ask of each corpus.
+PEER_QUERIES = {
+    "tldr-en": ["extract a tar archive", "list open ports", "git rebase interactive",
+                "resize an image", "ssh tunnel port forwarding"],
+    "opensearch-docs": ["index template mappings", "k-NN vector search", "snapshot repository",
+                        "cluster health", "ingest pipeline processor"],
+}
+
+
 def machine():
     cpu = "unknown"
     for line in open("/proc/cpuinfo"):
@@ -371,6 +531,14 @@ def plot(results, out):
         find.append(results["noop"][key]["find"]["median_s"])
         cold.append(results["cold"][key]["groundidx"]["median_s"])
         raw.append(results["cold"][key].get("tantivy", {}).get("median_s"))
+    big = results.get("scale", {}).get("gen-1m")
+    if sizes and big:
+        sizes.append(big["noop"]["files"])
+        noop.append(big["noop"]["groundidx"]["median_s"])
+        b3.append(big["noop"]["b3sum"]["median_s"])
+        find.append(big["noop"]["find"]["median_s"])
+        cold.append(big["cold"]["groundidx"]["median_s"])
+        raw.append(big["cold"].get("tantivy", {}).get("median_s"))
     if not sizes:
         return
     fig, (left, right, memory) = plt.subplots(1, 3, figsize=(16, 4.2))
@@ -382,12 +550,16 @@ def plot(results, out):
     if all(r is not None for r in raw):
         right.plot(sizes, raw, "s--", label="raw Tantivy, ~1,000-char pieces")
     right.set_title("Cold ingest (medians)")
-    for key, style in (("gen-10k", ":"), ("gen-100k", "-")):
-        curve = results["cold"].get(key, {}).get("rss_curve_mib")
+    curves = [(key, results["cold"].get(key, {}).get("rss_curve_mib"), style)
+              for key, style in (("gen-10k", ":"), ("gen-100k", "-"))]
+    if big:
+        curves.append(("gen-1m", big["cold"].get("rss_curve_mib"), "--"))
+    for key, curve, style in curves:
         if curve:
             memory.plot([t for t, _ in curve], [m for _, m in curve], style, label=f"cold ingest, {key}")
     memory.set_title("Resident memory during a cold ingest")
-    memory.set_xlabel("seconds")
+    memory.set_xscale("log")
+    memory.set_xlabel("seconds (log)")
     memory.set_ylabel("MiB")
     memory.grid(True, alpha=0.3)
     memory.legend(fontsize=8)
@@ -414,6 +586,9 @@ def main():
     p.add_argument("--sample-docs", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--plot", required=True)
+    p.add_argument("--qmd", help="qmd's executable (peers)")
+    p.add_argument("--node", help="the node executable qmd runs on (peers)")
+    p.add_argument("--model", help="a sentence-transformers folder (embed)")
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--only", default="", help="comma-separated sections to run (default: all)")
     args = p.parse_args()
@@ -422,45 +597,67 @@ def main():
     c = Path(args.work) / "corpora"
     queries = c / "queries.txt"
     only = set(filter(None, args.only.split(",")))
-    want = lambda section: not only or section in only
-    r = b.results
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # A partial run (--only) keeps the other sections of the last run's results.
+    r = json.loads(out.read_text()) if only and out.exists() else {}
+    r.update(b.results)
     runs = args.runs
-    if want("cold"):
-        r["cold"] = {}
-        r["cold"]["opensearch-docs"] = b.cold("opensearch-docs", c / "shared9k" / "opensearch-docs", runs)
-        r["cold"]["tldr-en"] = b.cold("tldr-en", c / "shared9k" / "tldr-en", runs)
-        r["cold"]["gen-1k"] = b.cold("gen-1k", c / "gen-1000", runs)
-        r["cold"]["gen-10k"] = b.cold("gen-10k", c / "gen-10000", max(3, runs // 2))
-        r["cold"]["gen-100k"] = b.cold("gen-100k", c / "gen-100000", 2)
-    if want("noop"):
-        r["noop"] = {}
-        r["noop"]["shared-9k"] = b.noop("shared-9k", c / "shared9k", runs)
-        for n in ("1k", "10k", "100k"):
-            r["noop"][f"gen-{n}"] = b.noop(f"gen-{n}", c / f"gen-{n.replace('k', '000')}", runs)
-    if want("edit"):
-        r["one_edit"] = b.one_edit("gen-100k", c / "gen-100000", max(runs, 20))
-    if want("agent"):
-        r["keyed"] = b.keyed(args.sample_docs, 2000)
-        r["mcp"] = b.agent("gen-100k", queries, 500)
-        r["mcp_search_in_process"] = b.search("gen-100k", c / "gen-100000", queries, 3)
-    if want("search1m"):
-        r["search_1m"] = b.search("gen-1m-chunks", c / "gen-1m-chunks", c / "queries-1m.txt", 3)
-    if want("scifact"):
-        r["scifact"] = b.scifact()
+
+    def section(name, measure):
+        """Runs one section unless --only leaves it out. A failure is recorded in its place and
+        the run goes on; the results are written after every section, so a late failure or an
+        interrupt loses nothing measured before it."""
+        if only and name not in only:
+            return
+        try:
+            r[name] = measure()
+        except Exception as e:
+            log(f"section {name} failed: {e!r}")
+            r[name] = {"error": repr(e)[-2000:]}
+        r["load_samples"] = LOAD.samples
+        out.write_text(json.dumps(r, indent=1))
+
+    section("cold", lambda: {
+        "opensearch-docs": b.cold("opensearch-docs", c / "shared9k" / "opensearch-docs", runs),
+        "tldr-en": b.cold("tldr-en", c / "shared9k" / "tldr-en", runs),
+        "gen-1k": b.cold("gen-1k", c / "gen-1000", runs),
+        "gen-10k": b.cold("gen-10k", c / "gen-10000", max(3, runs // 2)),
+        "gen-100k": b.cold("gen-100k", c / "gen-100000", 2),
+    })
+    section("noop", lambda: {"shared-9k": b.noop("shared-9k", c / "shared9k", runs)} | {
+        f"gen-{n}": b.noop(f"gen-{n}", c / f"gen-{n.replace('k', '000')}", runs) for n in ("1k", "10k", "100k")})
+    section("one_edit", lambda: b.one_edit("gen-100k", c / "gen-100000", max(runs, 20)))
+    section("keyed", lambda: b.keyed(args.sample_docs, 2000))
+    section("mcp", lambda: b.agent("gen-100k", queries, 500))
+    section("mcp_search_in_process", lambda: b.search("gen-100k", c / "gen-100000", queries, 3))
+    section("search_1m", lambda: b.search("gen-1m-chunks", c / "gen-1m-chunks", c / "queries-1m.txt", 3))
+    section("scifact", b.scifact)
+    section("peers", lambda: {name: b.peer_qmd(name, c / "shared9k" / name, qs, runs)
+                              for name, qs in PEER_QUERIES.items()})
+    section("http", lambda: b.http_clients(c / "shared9k" / "opensearch-docs"))
+    section("embed", lambda: b.embedding(c / "shared9k" / "tldr-en",
+                                         r["cold"]["tldr-en"]["groundidx"]["median_s"]))
+    section("scale", lambda: {"gen-1m": b.scale("gen-1m", c / "gen-1000000", queries)})
     r["uptime_end"] = uptime()
     r["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     r["load_samples"] = LOAD.samples
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    previous = {}
-    if only and Path(args.out).exists():
-        previous = json.loads(Path(args.out).read_text())
-    previous.update(r)
-    Path(args.out).write_text(json.dumps(previous, indent=1))
-    plot(previous, args.plot)
-    summary(previous)
+    out.write_text(json.dumps(r, indent=1))
+    plot(without_errors(r), args.plot)
+    summary(r)
+
+
+def without_errors(r):
+    """The results without the sections that failed (their errors are printed by `summary`)."""
+    return {k: v for k, v in r.items() if not (isinstance(v, dict) and "error" in v)}
 
 
 def summary(r):
+    for name, v in r.items():
+        if isinstance(v, dict) and "error" in v:
+            print(f"section {name} FAILED: {v['error'][:300]}")
+    r = without_errors(r)
+
     def ms(s):
         return f"{s * 1000:,.0f} ms" if s >= 0.1 else f"{s * 1000:,.1f} ms"
 
@@ -471,7 +668,7 @@ def summary(r):
                     f"{v['ratio_vs_b3sum']:.2f}x b3sum, {v['ratio_vs_find']:.2f}x find")
     if "one_edit" in r:
         v = r["one_edit"]
-        rows.append(f"one edit among 100k: {ms(v['one_edit']['median_s'])} vs no-op "
+        rows.append(f"one edit among {v.get('corpus', 'gen-100k')}: {ms(v['one_edit']['median_s'])} vs no-op "
                     f"{ms(v['noop']['median_s'])} -> {v['ratio_vs_noop']:.2f}x; slowest "
                     f"{ms(v['one_edit']['max_s'])} = {v.get('slowest_vs_median', 0):.2f}x the median")
     for name, v in r.get("cold", {}).items():
@@ -499,6 +696,27 @@ def summary(r):
                     f" -> {v['ratio']:.2f}x; kill -9: {v['kill_check']}")
     if "scifact" in r:
         rows.append(f"SciFact: {r['scifact']}")
+    for name, v in r.get("peers", {}).items():
+        rows.append(f"{v['qmd_version']} on {name}: " + "; ".join(
+            f"{step} groundidx {ms(v[step]['groundidx']['median_s'])} qmd {ms(v[step]['qmd']['median_s'])}"
+            f" -> {v[step]['qmd_over_groundidx']:.1f}x" for step in ("cold", "noop", "one_edit", "search")))
+    if "http" in r:
+        v = r["http"]
+        rows.append(f"HTTP searches/s: {v['searches_per_s']} -> 8 clients {v['ratio_8_vs_1']:.2f}x one")
+    if "embed" in r:
+        v = r["embed"]
+        rows.append("embedding vs sentence-transformers: " + ", ".join(
+            f"{k[6:]} {x:.2f}x" for k, x in v.items() if k.startswith("ratio_"))
+            + f"; tldr-en cold with the model {v['cold_with_model_s']:.1f} s, without "
+              f"{v['cold_without_model_s']:.2f} s -> model share {v['model_share']:.3f}")
+    for name, v in r.get("scale", {}).items():
+        cold, noop, edit, search = v["cold"], v["noop"], v["one_edit"], v["search"]
+        rows.append(f"scale {name} ({noop['files']} files, {search['chunks']} chunks): cold {ms(cold['groundidx']['median_s'])}"
+                    f" vs raw Tantivy {ms(cold['tantivy']['median_s'])} -> {cold['ratio_vs_tantivy']:.2f}x, peak RSS "
+                    f"{cold['peak_rss_kb'] / 1024:.0f} MiB, store {cold['store_ratio_vs_corpus']:.2f}x corpus; no-op "
+                    f"{ms(noop['groundidx']['median_s'])} = {noop['ratio_vs_b3sum']:.2f}x b3sum, {noop['ratio_vs_find']:.2f}x find;"
+                    f" one edit {edit['ratio_vs_noop']:.2f}x no-op; search p50 {search['groundidx_search']['p50_us']:.0f} us"
+                    f" p99 {search['groundidx_search']['p99_us']:.0f} us = {search['ratio_p50_vs_tantivy']:.1f}x Tantivy")
     print("\n".join(rows))
 
 

@@ -8,7 +8,16 @@
 # Environment:
 #   GROUNDIDX_BENCH_WORK  where corpora and stores go (default /tmp/groundidx-bench; ~3 GB)
 #   GROUNDIDX_BENCH_RUNS  runs of each command per comparison (default 7)
-#   GROUNDIDX_BENCH_ONLY  comma-separated sections: cold,noop,edit,agent,search1m,scifact
+#   GROUNDIDX_BENCH_ONLY  comma-separated sections (default: all): cold, noop, one_edit, keyed,
+#                         mcp, mcp_search_in_process, search_1m, scifact, peers, http, embed,
+#                         scale. `scale` generates 1M files (about 5 GB on disk) and takes most
+#                         of an hour; `embed` needs `cold` (run before it, or in the last results).
+#   GROUNDIDX_MODEL       the sentence-transformers folder for `embed` (default
+#                         ../shared/models/all-MiniLM-L6-v2 beside the repository)
+#
+# Peers: qmd (npm @tobilu/qmd, pinned below) on Node 22 (npm's `node` package), both installed
+# from the npm registry into WORK/peers. `http` needs wrk (Debian's package, installed if absent);
+# `embed` installs sentence-transformers into a virtualenv (see benches/embed_throughput.sh).
 #
 # Writes target/bench-results.json and docs/benchmarks.png, and prints a summary.
 set -euo pipefail
@@ -38,6 +47,20 @@ if [[ ! -x /usr/bin/time ]]; then
   apt-get install -y time >&2 || { apt-get update >&2 && apt-get install -y time >&2; }
 fi
 python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install --quiet matplotlib >&2
+wants() { [[ -z "${GROUNDIDX_BENCH_ONLY:-}" || ",$GROUNDIDX_BENCH_ONLY," == *",$1,"* ]]; }
+if wants http && ! command -v wrk >/dev/null; then
+  echo "installing wrk" >&2
+  apt-get install -y wrk >&2 || { apt-get update >&2 && apt-get install -y wrk >&2; }
+fi
+qmd_version=2.8.3
+peers="$work/peers"
+if wants peers && [[ "$("$peers/node_modules/.bin/qmd" --version 2>/dev/null)" != "qmd $qmd_version"* ]]; then
+  echo "installing Node 22 and qmd $qmd_version into $peers" >&2
+  mkdir -p "$peers"
+  (cd "$peers" && { [[ -f package.json ]] || npm init -y >/dev/null; } &&
+    npm install --no-fund --no-audit "node@22" "@tobilu/qmd@$qmd_version" >&2)
+fi
+model="${GROUNDIDX_MODEL:-$repo/../shared/models/all-MiniLM-L6-v2}"
 
 # Build: the binary, and the two reference benches as plain executables.
 cd "$repo"
@@ -82,6 +105,9 @@ generate 1000 42 "$c/gen-1000" --queries "$c/queries.txt"
 generate 10000 42 "$c/gen-10000"
 generate 100000 42 "$c/gen-100000"
 generate 200000 7 "$c/gen-1m-chunks" --queries "$c/queries-1m.txt"
+if wants scale; then
+  generate 1000000 42 "$c/gen-1000000"
+fi
 # Fresh stores: a run never measures against stores of an earlier binary.
 if [[ -z "${GROUNDIDX_BENCH_ONLY:-}" ]]; then
   rm -rf "$work/stores"
@@ -92,6 +118,7 @@ python3 "$repo/benches/compare.py" \
   --bin "$work/bin/groundidx" \
   --tantivy-ref "$work/bin/tantivy_reference" --sqlite-ref "$work/bin/sqlite_reference" \
   --b3sum "$b3sum_bin" \
+  --qmd "$peers/node_modules/.bin/qmd" --node "$peers/node_modules/.bin/node" --model "$model" \
   --corpora "$corpora" --work "$work" --sample-docs "$repo/sample_docs" \
   --out "$repo/target/bench-results.json" --plot "$repo/docs/benchmarks.png" \
   --runs "$runs" --only "${GROUNDIDX_BENCH_ONLY:-}"
