@@ -296,7 +296,8 @@ class Bench:
             shutil.rmtree(store, ignore_errors=True)
             return self.ingest(store, corpus)[0]
 
-        result = {"qmd_version": version}
+        node = subprocess.run([self.args.node, "--version"], capture_output=True, text=True).stdout.strip()
+        result = {"qmd_version": version, "node_version": node}
         result["cold"] = alternate({"groundidx": ours_cold, "qmd": qmd_cold}, max(3, runs // 2))
         time.sleep(2.2)  # past the racy-clean window, then one run to refresh both stat caches
         self.ingest(store, corpus)
@@ -313,7 +314,8 @@ class Bench:
             return seconds
 
         result["noop"] = alternate({"groundidx": ours_noop, "qmd": qmd_noop}, runs)
-        target = sorted(Path(corpus).rglob("*.md"))[len(list(Path(corpus).rglob("*.md"))) // 2]
+        pages = sorted(Path(corpus).rglob("*.md"))
+        target = pages[len(pages) // 2]
         original = target.read_bytes()
         counter = [0]
 
