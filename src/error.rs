@@ -110,6 +110,30 @@ pub enum Error {
         what: &'static str,
     },
 
+    /// The shared ledger (PostgreSQL) failed or could not be reached; `retryable` when trying
+    /// again later may succeed (the retries of `ledger::postgres` were spent).
+    #[error("shared ledger {ledger}: {context}: {message}{}", if *retryable { "\nhint: the ledger could not be reached or was busy; retry shortly" } else { "" })]
+    Shared {
+        ledger: String,
+        context: String,
+        message: String,
+        retryable: bool,
+    },
+
+    /// Another writer holds the shared ledger's writer lease.
+    #[error(
+        "another writer holds the shared ledger's lease ({holder}; it expires in {} s unless renewed)\nhint: wait for it, or pass --wait SECONDS",
+        (expires_in_ms + 999) / 1000
+    )]
+    LeaseBusy { holder: String, expires_in_ms: i64 },
+
+    /// This writer lost the shared ledger's writer lease: another took it (after this one
+    /// stopped renewing it). Nothing more of this run is written.
+    #[error(
+        "this writer lost the shared ledger's lease: {context}\nhint: run again; every batch committed before is kept"
+    )]
+    LeaseLost { context: String },
+
     /// The ledger and the index disagree in a way a replay cannot heal.
     #[error("store is inconsistent: {0}\nhint: run `groundidx rebuild`")]
     Inconsistent(String),
@@ -159,7 +183,15 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Error::LockBusy { .. } | Error::Busy { .. } | Error::RateLimited { .. }
+            Error::LockBusy { .. }
+                | Error::Busy { .. }
+                | Error::RateLimited { .. }
+                | Error::LeaseBusy { .. }
+                | Error::LeaseLost { .. }
+                | Error::Shared {
+                    retryable: true,
+                    ..
+                }
         )
     }
 }

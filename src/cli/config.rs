@@ -30,6 +30,8 @@ pub const FILE_NAME: &str = "groundidx.toml";
 #[serde(deny_unknown_fields)]
 struct FileSettings {
     store: Option<PathBuf>,
+    ledger: Option<String>,
+    ledger_schema: Option<String>,
     roots: Option<Vec<PathBuf>>,
     exclude: Option<Vec<String>>,
     chunk_size: Option<usize>,
@@ -429,6 +431,37 @@ pub fn apply(cli: &mut Cli, matches: &ArgMatches) -> Result<Vec<Setting>> {
             _ => Source::Default,
         }),
     });
+
+    let ledger_source = layers.given("ledger", "--ledger", Some("GROUNDIDX_LEDGER"));
+    if let (None, Some(file)) = (&ledger_source, &file)
+        && let Some(url) = &file.settings.ledger
+    {
+        cli.ledger = Some(url.clone());
+    }
+    layers.shown.push(Setting {
+        key: "ledger",
+        value: serde_json::to_value(
+            cli.ledger
+                .as_deref()
+                .map(groundidx::ledger::postgres::redact),
+        )
+        .unwrap_or_default(),
+        source: ledger_source.unwrap_or_else(|| match &file {
+            Some(f) if f.settings.ledger.is_some() => Source::File(f.path.clone()),
+            _ => Source::Default,
+        }),
+    });
+    let from_file = file.as_ref().and_then(|f| f.settings.ledger_schema.clone());
+    let mut schema = cli.ledger_schema.clone();
+    layers.layer(
+        "ledger_schema",
+        "--ledger-schema",
+        Some("GROUNDIDX_LEDGER_SCHEMA"),
+        &mut schema,
+        from_file,
+        |_, v| Ok(v),
+    )?;
+    cli.ledger_schema = schema;
 
     let Some((_, sub)) = matches.subcommand() else {
         return Ok(layers.shown);

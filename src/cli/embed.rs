@@ -27,6 +27,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
+    cli.refuse_shared("embed")?;
     let Some(model) = args.embed.model_config()? else {
         return Err(Error::Usage(
             "no embedding model\nhint: pass --embed-model DIR (a sentence-transformers folder), \

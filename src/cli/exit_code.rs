@@ -26,7 +26,13 @@ impl ExitCode {
     /// The status for an error that ended a command.
     pub fn of(error: &Error) -> ExitCode {
         match error {
-            Error::LockBusy { .. } | Error::Busy { .. } => ExitCode::LockBusy,
+            Error::LockBusy { .. }
+            | Error::Busy { .. }
+            | Error::LeaseBusy { .. }
+            | Error::LeaseLost { .. }
+            | Error::Shared {
+                retryable: true, ..
+            } => ExitCode::LockBusy,
             Error::Usage(_) => ExitCode::Usage,
             Error::Interrupted { signal, .. } => ExitCode::of_signal(*signal),
             _ => ExitCode::Failure,

@@ -14,6 +14,21 @@ use crate::cli::{Cli, ExitCode};
 pub struct Args {}
 
 pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
+    if let Some(shared) = cli.shared_ledger(false, 2)? {
+        // Keys expire by the database's clock; the log goes below the slowest active replica.
+        let removed = shared.prune_keys()?;
+        let floor = shared.prune_log(groundidx::store::LOG_RETENTION_SECS)?;
+        if cli.json {
+            output::json(&serde_json::json!({
+                "keys_removed": removed,
+                "log_floor": floor,
+            }))?;
+        } else if !cli.quiet {
+            output::line(format!("removed {removed} expired keys"))?;
+            output::line(format!("pruned the shared log up to position {floor}"))?;
+        }
+        return Ok(ExitCode::Success);
+    }
     let removed = keys::gc(&cli.store_dir(), clock::now_ms())?;
     let vectors = keys::gc_vectors(&cli.store_dir())?;
     if cli.json {

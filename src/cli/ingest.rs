@@ -86,14 +86,36 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     for dir in &args.roots {
         ingest::canonical_root(dir)?;
     }
+    let shared = cli.shared_ledger(true, 4)?;
+    if shared.is_some() && args.watch {
+        cli.refuse_shared("ingest --watch")?;
+    }
+    if shared.is_some() && config.embed.is_some() {
+        cli.refuse_shared("embedding (--embed-model, --embed-url)")?;
+    }
     if args.watch {
         return watch(cli, args, config, &interrupt);
     }
-    let (mut store, _caught_up) = Store::open_with(
-        &cli.store_dir(),
-        args.wait.lock_wait(),
-        config.store.clone(),
-    )?;
+    let (mut store, _caught_up) = match &shared {
+        None => Store::open_with(
+            &cli.store_dir(),
+            args.wait.lock_wait(),
+            config.store.clone(),
+        )?,
+        Some(shared) => Store::open_shared(
+            &cli.store_dir(),
+            args.wait.lock_wait(),
+            config.store.clone(),
+            shared,
+            cli.lease_ttl,
+        )?,
+    };
+    if shared.is_none() && store.ledger().replica_state()?.is_some() {
+        return Err(Error::Usage(format!(
+            "the store at {} is a mirror of a shared ledger; an ingest without it would make the mirror disagree with it\nhint: pass the same --ledger postgres://… (or ingest into a store of its own)",
+            cli.store_dir().display()
+        )));
+    }
     let bar = Bar::new(cli.quiet || cli.json);
     let result = ingest::ingest(&mut store, &args.roots, &config, &bar);
     bar.finish();

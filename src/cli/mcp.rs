@@ -26,6 +26,11 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         args.agent.config(),
         &args.agent.client_id,
         query_model,
+        cli.shared_ledger(false, 8)?
+            .map(|ledger| groundidx::server::SharedServing {
+                ledger,
+                store: groundidx::store::StoreConfig::default(),
+            }),
     )?;
     Ok(ExitCode::Success)
 }

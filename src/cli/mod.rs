@@ -16,6 +16,7 @@ mod index_args;
 mod ingest;
 mod logging;
 mod mcp;
+mod migrate;
 mod output;
 mod progress;
 mod rebuild;
@@ -23,6 +24,7 @@ mod search;
 mod serve;
 mod status;
 mod style;
+mod sync;
 mod verify;
 
 use std::path::PathBuf;
@@ -30,6 +32,7 @@ use std::time::Duration;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use groundidx::ledger::postgres::{PgLedger, PgOptions};
 use groundidx::store::LockWait;
 
 pub use exit_code::ExitCode;
@@ -88,8 +91,46 @@ pub struct Cli {
     )]
     pub config: Option<PathBuf>,
 
+    /// A shared ledger in PostgreSQL (postgres://user@host/db): several hosts then share one
+    /// corpus, one set of idempotency keys, one audit log and one rate limit, and every host's
+    /// --store is a mirror of it [default: `ledger` in groundidx.toml; none: the store's own
+    /// SQLite ledger]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "GROUNDIDX_LEDGER",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub ledger: Option<String>,
+
+    /// The PostgreSQL schema that holds the shared ledger's tables
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "GROUNDIDX_LEDGER_SCHEMA",
+        value_name = "NAME",
+        default_value = "groundidx"
+    )]
+    pub ledger_schema: String,
+
+    /// How long a writer's lease on the shared ledger lasts unless renewed (every third of it);
+    /// a writer killed mid-run holds the lease this long
+    #[arg(long, global = true, help_heading = "Global options", value_name = "DURATION", default_value = "30s", value_parser = parse_lease_ttl)]
+    pub lease_ttl: Duration,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+fn parse_lease_ttl(text: &str) -> std::result::Result<Duration, String> {
+    let ttl = groundidx::keys::parse_duration(text)?;
+    if ttl < Duration::from_secs(1) {
+        return Err("a lease lasts at least 1s".into());
+    }
+    Ok(ttl)
 }
 
 #[derive(Debug, Subcommand)]
@@ -124,6 +165,10 @@ pub enum Command {
     Man(completions::ManArgs),
     /// Show the effective settings and where each came from (flag, environment, file, default)
     Config(config::Args),
+    /// Create the ledger's schema or upgrade it to this version (the store's, or --ledger's)
+    Migrate(migrate::Args),
+    /// Bring this host's mirror of the shared ledger (--ledger) and its index up to date
+    Sync(sync::Args),
 }
 
 /// How long a writer waits for the store's lock.
@@ -155,6 +200,34 @@ impl Cli {
         self.store
             .clone()
             .unwrap_or_else(|| PathBuf::from(".groundidx"))
+    }
+
+    /// The shared ledger `--ledger` names, connected and checked (`migrate`: created or
+    /// upgraded, as the first writer does); `None` without `--ledger`.
+    pub fn shared_ledger(
+        &self,
+        migrate: bool,
+        max_connections: usize,
+    ) -> groundidx::Result<Option<PgLedger>> {
+        let Some(url) = &self.ledger else {
+            return Ok(None);
+        };
+        let options = PgOptions {
+            url: url.clone(),
+            schema: self.ledger_schema.clone(),
+            max_connections,
+        };
+        PgLedger::open(&options, migrate).map(Some)
+    }
+
+    /// Refuses a command that does not work with a shared ledger yet.
+    pub fn refuse_shared(&self, what: &str) -> groundidx::Result<()> {
+        if self.ledger.is_some() {
+            return Err(groundidx::Error::Usage(format!(
+                "{what} does not work with a shared ledger (--ledger) yet\nhint: run it without --ledger on a store of its own"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -195,5 +268,7 @@ fn run(cli: &Cli, settings: &[config::Setting]) -> groundidx::Result<ExitCode> {
         Command::Completions(args) => completions::run_completions(args),
         Command::Man(args) => completions::run_man(args),
         Command::Config(_) => config::run(cli, settings),
+        Command::Migrate(args) => migrate::run(cli, args),
+        Command::Sync(args) => sync::run(cli, args),
     }
 }

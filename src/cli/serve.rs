@@ -114,7 +114,14 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         None => HashMap::new(),
     };
     let embed_config = args.embed.model_config()?;
+    let shared = cli
+        .shared_ledger(false, 16)?
+        .map(|ledger| groundidx::server::SharedServing {
+            ledger,
+            store: args.index.ingest_config().store,
+        });
     let config = HttpConfig {
+        shared,
         listen: args.http.listen,
         agent: args.agent.config(),
         client_id: args.agent.client_id.clone(),

@@ -230,9 +230,7 @@ fn ingest_roots(
 
     let run_id = uuid::Uuid::new_v4().to_string();
     let root_keys: Vec<String> = plans.iter().map(|plan| plan.root_key.clone()).collect();
-    store
-        .ledger_mut()
-        .start_run(&run_id, &root_keys, clock::now_ms())?;
+    store.start_run(&run_id, &root_keys, clock::now_ms())?;
     let mut report = IngestReport {
         run_id,
         generation: 0,
@@ -280,7 +278,7 @@ fn ingest_roots(
     report.generation = generation.0;
     report.duration_ms = started.elapsed().as_millis() as u64;
     let report_json = serde_json::to_string(&report).unwrap_or_default();
-    store.ledger_mut().finish_run(
+    store.finish_run(
         &report.run_id,
         Generation(report.generation),
         &report_json,

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use crate::cursor::CursorKey;
 use crate::error::{Error, Result};
 use crate::ids;
+use crate::ledger::postgres::{PgLedger, SharedCall};
 use crate::ledger::{Access, KeyLookup, KeyRecord, Ledger, LedgerPool, NewCall, RecordOutcome};
 use crate::store::{StorePaths, StoreReader};
 use crate::tools::{self, ArgumentError, ToolAnswer, ToolRequest};
@@ -338,6 +339,9 @@ pub struct Agent {
     config: AgentConfig,
     /// The model that embeds queries, loaded once and given to every reader opened.
     query_model: std::sync::OnceLock<Arc<dyn crate::embed::Embedder>>,
+    /// The shared ledger that records keyed calls for every host, and this host's name in its
+    /// audit rows; `None`: the store's own ledger records them.
+    shared: Option<(PgLedger, String)>,
 }
 
 /// The most read-only connections the agent path opens for lookups and quotas.
@@ -385,7 +389,16 @@ impl Agent {
             cursor_key: CursorKey::of_store(store_dir),
             config,
             query_model: std::sync::OnceLock::new(),
+            shared: None,
         })
+    }
+
+    /// Records keys, audit and usage in the shared ledger instead of the store's (which is then
+    /// a mirror of it): one key, one audit row, one unit and one rate limit across every host.
+    /// `served_by` names this host in the audit rows.
+    pub fn with_shared_ledger(mut self, shared: PgLedger, served_by: String) -> Agent {
+        self.shared = Some((shared, served_by));
+        self
     }
 
     /// Sets the model that embeds queries, for this reader and every one opened later.
@@ -481,7 +494,10 @@ impl Agent {
         // the quota.
         let mut late = false;
         if key_source == KeySource::Caller {
-            let lookup = self.with_reads(|ledger| ledger.lookup_key(&call.scope, &key))?;
+            let lookup = match &self.shared {
+                Some((shared, _)) => shared.lookup_key(&call.scope, &key).map_err(unavailable)?,
+                None => self.with_reads(|ledger| ledger.lookup_key(&call.scope, &key))?,
+            };
             match self.settle(lookup, &fingerprint, &key)? {
                 Settled::Answer(response) => return Ok(response),
                 Settled::Late => late = true,
@@ -504,29 +520,41 @@ impl Agent {
 
         let limit = self.config.rate_limit;
         let window_start = window_start(now_ms, limit.window_secs);
-        let outcome = self.with_writes(|ledger| {
-            ledger.record_call(
-                &NewCall {
-                    scope: &call.scope,
-                    key: &key,
-                    key_source: key_source.as_str(),
-                    tool: &call.tool,
-                    fingerprint: &fingerprint,
-                    arguments: &arguments,
-                    response: answer.body.as_bytes(),
-                    is_error: answer.is_error,
-                    outcome: answer.outcome,
-                    n_hits: answer.n_hits,
-                    index_generation: answer.index_generation,
-                    now_ms,
-                    expires_at: now_ms.saturating_add(self.config.ttl_ms),
-                    window_start,
-                    window_secs: limit.window_secs,
-                    quota: limit.units,
-                },
-                cancelled,
-            )
-        })?;
+        let new_call = NewCall {
+            scope: &call.scope,
+            key: &key,
+            key_source: key_source.as_str(),
+            tool: &call.tool,
+            fingerprint: &fingerprint,
+            arguments: &arguments,
+            response: answer.body.as_bytes(),
+            is_error: answer.is_error,
+            outcome: answer.outcome,
+            n_hits: answer.n_hits,
+            index_generation: answer.index_generation,
+            now_ms,
+            expires_at: now_ms.saturating_add(self.config.ttl_ms),
+            window_start,
+            window_secs: limit.window_secs,
+            quota: limit.units,
+        };
+        let (outcome, now_ms) = match &self.shared {
+            // The database's clock decides the window and the expiry.
+            Some((shared, served_by)) => shared
+                .record_call(
+                    &new_call,
+                    SharedCall {
+                        ttl_ms: self.config.ttl_ms,
+                        served_by,
+                    },
+                    cancelled,
+                )
+                .map_err(unavailable)?,
+            None => (
+                self.with_writes(|ledger| ledger.record_call(&new_call, cancelled))?,
+                now_ms,
+            ),
+        };
         match outcome {
             RecordOutcome::Recorded => Ok(fresh(answer, Replayed::No, key, key_source)),
             RecordOutcome::Cancelled => Err(CallError::Cancelled),
@@ -604,9 +632,17 @@ impl Agent {
     /// The scope's quota at `now_ms`.
     pub fn quota(&self, scope: &str, now_ms: i64) -> Result<QuotaState, CallError> {
         let limit = self.config.rate_limit;
-        let used = self.with_reads(|ledger| {
-            ledger.units_used(scope, window_start(now_ms, limit.window_secs))
-        })?;
+        let (used, now_ms) = match &self.shared {
+            Some((shared, _)) => shared
+                .units_used(scope, limit.window_secs)
+                .map_err(unavailable)?,
+            None => (
+                self.with_reads(|ledger| {
+                    ledger.units_used(scope, window_start(now_ms, limit.window_secs))
+                })?,
+                now_ms,
+            ),
+        };
         Ok(QuotaState {
             limit: limit.units,
             window_secs: limit.window_secs,

@@ -8,7 +8,9 @@
 //! It never touches the index; `store` applies `chunk_log` to Tantivy.
 
 mod keys_sql;
+mod mirror;
 mod pool;
+pub mod postgres;
 mod schema;
 mod vectors_sql;
 
@@ -26,9 +28,16 @@ use crate::ids::{ChunkId, DocHash, Generation};
 use crate::walk::FileStat;
 
 pub use keys_sql::{AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, UsageRow};
+pub use mirror::{
+    ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, ReplicaState, RunRow, SourceRow,
+};
 pub use pool::{LedgerPool, PooledLedger};
 pub use schema::SCHEMA_VERSION;
 pub use vectors_sql::{ModelRow, VectorCoverage, VectorGc, decode_vector, encode_vector};
+
+/// What a mirror's batch calls to publish its change set to the shared ledger, before it
+/// commits; it returns the shared log position the change set took.
+pub type Publish<'a> = dyn FnMut(&ChangeSet) -> Result<ReplicaState> + 'a;
 
 /// How a ledger is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -277,6 +286,11 @@ impl Ledger {
         Ok(value)
     }
 
+    /// The schema version of the ledger file.
+    pub fn schema_version(&self) -> Result<i64> {
+        self.meta("schema_version")
+    }
+
     /// The generation of the last committed chunk change.
     pub fn generation(&self) -> Result<Generation> {
         self.meta("generation").map(|v| Generation(v as u64))
@@ -382,6 +396,26 @@ impl Ledger {
     ///
     /// If it fails (or the process dies) before `COMMIT`, nothing of the batch is written.
     pub fn apply_batch(&mut self, batch: &Batch) -> Result<BatchOutcome> {
+        self.apply_batch_with(batch, None)
+    }
+
+    /// `apply_batch` on a mirror of the shared ledger: before the transaction commits, the
+    /// rows the batch changed are given to `publish` (which commits them to the shared ledger
+    /// and returns the shared log position they took), and the mirror records that position.
+    /// If `publish` fails, nothing of the batch is written here either.
+    pub fn apply_batch_publishing(
+        &mut self,
+        batch: &Batch,
+        publish: &mut Publish<'_>,
+    ) -> Result<BatchOutcome> {
+        self.apply_batch_with(batch, Some(publish))
+    }
+
+    fn apply_batch_with(
+        &mut self,
+        batch: &Batch,
+        publish: Option<&mut Publish<'_>>,
+    ) -> Result<BatchOutcome> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -429,6 +463,28 @@ impl Ledger {
             )
             .map_err(sql_error("bump generation"))?;
             outcome.generation = Some(Generation(generation as u64));
+        }
+        if let Some(publish) = publish {
+            let root: String = tx
+                .query_row(
+                    "SELECT path FROM roots WHERE root_id = ?1",
+                    [batch.root.0],
+                    |row| row.get(0),
+                )
+                .map_err(sql_error("read root"))?;
+            let paths: BTreeSet<String> = batch
+                .upserts
+                .iter()
+                .map(|upsert| upsert.path.clone())
+                .chain(batch.deletes.iter().cloned())
+                .collect();
+            let reached = outcome.generation.unwrap_or(Generation(current as u64));
+            let changes =
+                mirror::collect_batch(&tx, &root, &paths, reached, outcome.generation.is_some())?;
+            if !changes.is_empty() {
+                let state = publish(&changes)?;
+                mirror::set_position(&tx, reached, &state)?;
+            }
         }
         crash_point("ledger.before_commit");
         tx.commit().map_err(sql_error("commit batch"))?;
@@ -710,6 +766,11 @@ impl Ledger {
             )
             .map_err(sql_error("record run"))?;
         Ok(())
+    }
+
+    /// One run's row, as recorded.
+    pub fn run_row(&self, run_id: &str) -> Result<Option<RunRow>> {
+        mirror::last_run(&self.conn, run_id)
     }
 
     /// When the last ingest run finished, in ms since the epoch.
@@ -1029,12 +1090,12 @@ pub(crate) fn sql_error(context: impl Into<String>) -> impl FnOnce(rusqlite::Err
     }
 }
 
-fn doc_hash_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<DocHash> {
+pub(crate) fn doc_hash_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<DocHash> {
     let bytes: Vec<u8> = row.get(index)?;
     DocHash::from_slice(&bytes).ok_or_else(|| bad_blob(index))
 }
 
-fn chunk_id_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<ChunkId> {
+pub(crate) fn chunk_id_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<ChunkId> {
     let bytes: Vec<u8> = row.get(index)?;
     ChunkId::from_slice(&bytes).ok_or_else(|| bad_blob(index))
 }

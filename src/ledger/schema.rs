@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::ledger::sql_error;
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The oldest version this build opens: older stores are upgraded in place by a writer, and
 /// read as they are by a reader (no reader query depends on what the upgrades add).
@@ -26,7 +26,19 @@ const MIGRATIONS: &[(i64, &str)] = &[
     ),
     (3, SCHEMA_V3),
     (4, SCHEMA_V4),
+    (5, SCHEMA_V5),
 ];
+
+/// Version 5: a store can be a mirror of a shared (PostgreSQL) ledger. The one row of
+/// `replica` names that ledger and the last position of its log the mirror holds; a store
+/// without it is a ledger of its own.
+const SCHEMA_V5: &str = "
+CREATE TABLE replica (
+    id        INTEGER PRIMARY KEY CHECK (id = 1),
+    ledger_id TEXT NOT NULL,
+    log_seq   INTEGER NOT NULL
+);
+";
 
 /// Version 4: the chunks' text in a rowid table, found by a unique index on the chunk ID. Rows
 /// keyed by a hash land at random places in their B-tree, and pages split there stay half

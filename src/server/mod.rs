@@ -21,7 +21,8 @@ use rmcp::ServiceExt;
 use crate::error::{Error, Result};
 use crate::ingest::{IngestConfig, IngestReport, NoProgress, ingest};
 use crate::keys::{Agent, AgentConfig};
-use crate::store::{LockWait, Store};
+use crate::ledger::postgres::PgLedger;
+use crate::store::{LockWait, Store, StoreConfig, hostname, sync_replica};
 
 pub use http::MAX_BODY_BYTES;
 
@@ -31,6 +32,61 @@ pub struct Scope(pub String);
 
 /// How often a server looks for a new index commit.
 const RELOAD_EVERY: Duration = Duration::from_millis(250);
+
+/// How often a server on a shared ledger copies what other hosts published into its replica.
+const SYNC_EVERY: Duration = Duration::from_secs(1);
+
+/// A server on a shared ledger: its store is a replica of it, kept in step every second, and
+/// keyed calls are recorded in it for every host.
+#[derive(Clone, Debug)]
+pub struct SharedServing {
+    pub ledger: PgLedger,
+    /// How the replica's index is built from its mirror.
+    pub store: StoreConfig,
+}
+
+/// Brings the replica up to the shared ledger before serving, and opens the agent path on it.
+fn open_agent(
+    store_dir: &Path,
+    config: AgentConfig,
+    shared: Option<&SharedServing>,
+) -> Result<Agent> {
+    let Some(shared) = shared else {
+        return Agent::open(store_dir, config);
+    };
+    sync_replica(
+        store_dir,
+        LockWait::Wait(Duration::from_secs(60)),
+        shared.store.clone(),
+        &shared.ledger,
+    )?;
+    let served_by = format!("{}/{}", hostname(), std::process::id());
+    Ok(Agent::open(store_dir, config)?.with_shared_ledger(shared.ledger.clone(), served_by))
+}
+
+/// Keeps the replica in step with the shared ledger: one sync step a second (skipped while
+/// another process of this host writes the store; an error is logged and tried again).
+fn spawn_syncer(store_dir: PathBuf, shared: SharedServing) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(SYNC_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let (dir, shared) = (store_dir.clone(), shared.clone());
+            let synced = tokio::task::spawn_blocking(move || {
+                sync_replica(&dir, LockWait::NoWait, shared.store, &shared.ledger)
+            })
+            .await;
+            match synced {
+                Ok(Ok(_)) | Ok(Err(Error::LockBusy { .. })) => {}
+                Ok(Err(err)) => {
+                    tracing::warn!(error = %err, "could not sync the replica; trying again")
+                }
+                Err(err) => tracing::warn!(error = %err, "the replica's sync step failed"),
+            }
+        }
+    });
+}
 
 /// A re-ingest the server runs on an interval, for deployments without cron.
 #[derive(Clone, Debug)]
@@ -52,6 +108,8 @@ pub struct HttpConfig {
     pub tokens: HashMap<String, String>,
     /// Extra allowed origins beyond the loopback ones.
     pub allowed_origins: Vec<String>,
+    /// The shared ledger, when the store is a replica of one.
+    pub shared: Option<SharedServing>,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -100,13 +158,17 @@ pub fn serve_stdio(
     config: AgentConfig,
     client_id: &str,
     query_model: Option<Arc<dyn crate::embed::Embedder>>,
+    shared: Option<SharedServing>,
 ) -> Result<()> {
-    let agent = Arc::new(Agent::open(store_dir, config)?);
+    let agent = Arc::new(open_agent(store_dir, config, shared.as_ref())?);
     if let Some(model) = query_model {
         agent.set_query_model(model);
     }
     runtime()?.block_on(async move {
         spawn_reloader(agent.clone());
+        if let Some(shared) = shared {
+            spawn_syncer(store_dir.to_path_buf(), shared);
+        }
         let handler = mcp::Handler {
             agent,
             default_scope: Scope(client_id.to_string()),
@@ -194,7 +256,12 @@ pub fn serve_http(
             outcome => on_reindex(outcome),
         }
     }
-    let agent = Arc::new(Agent::open(store_dir, config.agent)?);
+    if config.shared.is_some() && config.reindex.is_some() {
+        return Err(Error::Usage(
+            "serve --reindex does not work with a shared ledger (--ledger) yet\nhint: run `groundidx --ledger … ingest` from cron on any host; every server catches up by itself".into(),
+        ));
+    }
+    let agent = Arc::new(open_agent(store_dir, config.agent, config.shared.as_ref())?);
     if let Some(model) = query_model {
         agent.set_query_model(model);
     }
@@ -231,6 +298,9 @@ pub fn serve_http(
     });
     runtime()?.block_on(async move {
         spawn_reloader(agent);
+        if let Some(shared) = &config.shared {
+            spawn_syncer(store_dir.to_path_buf(), shared.clone());
+        }
         if let Some(reindex) = &config.reindex {
             spawn_reindexer(store_dir.to_path_buf(), reindex.clone(), on_reindex);
         }

@@ -21,6 +21,7 @@
 //! (`open_ledger`) never open the index.
 
 mod lock;
+mod shared;
 mod swap;
 
 use std::path::{Path, PathBuf};
@@ -38,6 +39,9 @@ use crate::ledger::{
 use crate::vectors::{self, Marker, VectorSet};
 
 pub use lock::{LockWait, WriterLock};
+pub use shared::{
+    DEFAULT_LEASE_TTL, LOG_RETENTION_SECS, Lease, MirrorSync, SyncReport, hostname, sync_replica,
+};
 
 /// How many chunks are read from the ledger at a time while applying to the index.
 const APPLY_READ_BATCH: usize = 2_000;
@@ -100,6 +104,8 @@ pub struct StoreConfig {
 enum Then {
     CatchUp,
     Rebuild,
+    /// Neither: a mirror is brought to the shared ledger first.
+    Nothing,
 }
 
 /// A store opened for writing: it holds the writer lock until dropped.
@@ -113,6 +119,8 @@ pub struct Store {
     /// The generation the writer holds, committed or not: `stage` moves it, `flush` commits it.
     staged_generation: Generation,
     config: StoreConfig,
+    /// The shared ledger this store's ledger mirrors, when a writer publishes to one.
+    shared: Option<shared::SharedWriter>,
     _lock: WriterLock,
 }
 
@@ -193,6 +201,7 @@ impl Store {
             index_generation,
             staged_generation: index_generation,
             config,
+            shared: None,
             _lock: lock,
         };
         if let Some(to) = replaced {
@@ -206,7 +215,7 @@ impl Store {
                 store.sync_vectors()?;
                 Ok((store, caught_up))
             }
-            Then::Rebuild => Ok((store, CatchUp::InStep)),
+            Then::Rebuild | Then::Nothing => Ok((store, CatchUp::InStep)),
         }
     }
 
@@ -248,7 +257,21 @@ impl Store {
         if batch.is_empty() {
             return Ok(BatchOutcome::default());
         }
-        let outcome = self.ledger.apply_batch(batch)?;
+        let outcome = match &self.shared {
+            None => self.ledger.apply_batch(batch)?,
+            Some(shared) => {
+                shared.lease.check()?;
+                let expected = self
+                    .ledger
+                    .replica_state()?
+                    .map_or(0, |state| state.log_seq);
+                let epoch = shared.lease.epoch();
+                let ledger = &shared.ledger;
+                self.ledger.apply_batch_publishing(batch, &mut |changes| {
+                    ledger.publish(epoch, expected, changes)
+                })?
+            }
+        };
         crash_point("store.after_ledger_commit");
         if let Some(generation) = outcome.generation {
             let from = self.staged_generation;
@@ -443,8 +466,49 @@ impl Store {
     }
 
     /// Commits what is staged, waits for Tantivy's background merges and releases its writer.
+    /// A writer of a shared ledger then prunes the shared log below the slowest mirror and
+    /// gives its lease back.
     pub fn close(mut self) -> Result<()> {
-        self.settle()
+        self.settle()?;
+        if let Some(shared) = self.shared.take() {
+            if let Err(err) = shared.ledger.prune_log(shared::LOG_RETENTION_SECS) {
+                tracing::warn!(error = %err, "could not prune the shared log; the next writer does");
+            }
+            drop(shared.lease);
+        }
+        Ok(())
+    }
+
+    /// Records the start of an ingest run (in the shared ledger too, when there is one).
+    pub fn start_run(&mut self, run_id: &str, roots: &[String], now_ms: i64) -> Result<()> {
+        self.ledger.start_run(run_id, roots, now_ms)?;
+        self.publish_run(run_id)
+    }
+
+    /// Records the end of an ingest run with its report (in the shared ledger too).
+    pub fn finish_run(
+        &mut self,
+        run_id: &str,
+        generation: Generation,
+        report_json: &str,
+        now_ms: i64,
+    ) -> Result<()> {
+        self.ledger
+            .finish_run(run_id, generation, report_json, now_ms)?;
+        self.publish_run(run_id)
+    }
+
+    fn publish_run(&self, run_id: &str) -> Result<()> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let Some(run) = self.ledger.run_row(run_id)? else {
+            return Ok(());
+        };
+        shared.lease.check()?;
+        shared
+            .ledger
+            .publish_run(shared.lease.epoch(), shared.lease.holder(), &run)
     }
 
     /// Stages in the Tantivy writer every chunk change logged after generation `after`. The

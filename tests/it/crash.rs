@@ -65,6 +65,7 @@ fn every_crash_point_is_tested() {
                 REBUILD_POINTS,
                 KEYS_POINTS,
                 crate::embedding::EMBED_POINTS,
+                crate::shared_ledger::SHARED_POINTS,
             ]
             .iter()
             .any(|group| group.contains(point)),

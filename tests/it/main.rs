@@ -58,6 +58,10 @@
 //! - `two_roots`: the same relative path under two roots is told apart by its root everywhere.
 //! - `agent_cursor`: P6, `search_docs` pages with `cursor` from one generation; bad cursors refused.
 //! - `agent_metrics`: `/metrics` stays valid and bounded whatever tool names requests carry.
+//! - `support_pg`: the PostgreSQL test database, a schema per test, a client to count rows.
+//! - `shared_ledger`: the shared PostgreSQL ledger: migrations, ingest under the lease from
+//!   several hosts, replicas equal to a clean ingest, kills at every shared crash point, the
+//!   lease's fence, one key, one audit row and one rate limit across hosts.
 //! - `agent_semantic`: `search_docs` by meaning over MCP and HTTP: `mode`, coverage, the model
 //!   loaded once, replays that embed nothing, pages that keep their mode, refusals.
 //! - `agent_run_keys`: every `runId`/`step` pair is a key of its own, never a direct key.
@@ -123,8 +127,10 @@ mod search;
 mod search_generation;
 mod semantic;
 mod serve_signals;
+mod shared_ledger;
 mod signals;
 mod stat_cache;
+mod support_pg;
 mod tidy;
 mod two_roots;
 mod verify;

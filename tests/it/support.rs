@@ -49,6 +49,8 @@ pub fn corpus(name: &str) -> Option<PathBuf> {
 pub fn isolate(command: &mut Command) {
     for var in [
         "GROUNDIDX_STORE",
+        "GROUNDIDX_LEDGER",
+        "GROUNDIDX_LEDGER_SCHEMA",
         "GROUNDIDX_CRASH_AT",
         "GROUNDIDX_PAUSE_AT",
         "GROUNDIDX_FAKE_NOW_MS",

@@ -1,0 +1,603 @@
+//! Change sets: the rows one batch (or one range of the shared ledger's log) changed, copied by
+//! key between the local SQLite ledger and the shared PostgreSQL ledger, and their SQLite side.
+//!
+//! With a shared ledger every host's store is a mirror of it. A writer applies a batch to its
+//! mirror as on a store of its own (`apply_batch`), collects the rows the batch changed into a
+//! `ChangeSet` inside the same transaction, and publishes it to the shared ledger before that
+//! transaction commits; a host that did not write pulls the same kind of change set from the
+//! shared ledger's log (`apply_changes`). Both sides apply a change set by the same rules:
+//!
+//! - each named source is set to the document it names, or deleted;
+//! - each named document is written whole (row, tags, chunk list);
+//! - a document no source holds any more after that is released;
+//! - each logged chunk is written from the change set when it holds the chunk, else deleted
+//!   when no document references it;
+//! - the log rows are appended and the generation set.
+//!
+//! Rows are copied, never derived, so applying a change set twice leaves the same ledger.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use crate::error::Result;
+use crate::ids::{ChunkId, DocHash, Generation};
+use crate::ledger::{Ledger, chunk_id_column, doc_hash_column, sql_error};
+
+/// A source path under a root (its canonical path) and the document it holds, or `None` when
+/// the path is gone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceRow {
+    pub root: String,
+    pub path: String,
+    pub doc_hash: Option<DocHash>,
+}
+
+/// One chunk of a document: where it sits in the document and in the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DocChunkRow {
+    pub ordinal: i64,
+    pub chunk_id: ChunkId,
+    pub line_start: i64,
+    pub line_end: i64,
+}
+
+/// A document whole, as the ledger stores it (fields as their stored JSON).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DocumentRow {
+    pub doc_hash: DocHash,
+    pub title: Option<String>,
+    pub n_chunks: i64,
+    pub fields: Option<String>,
+    pub tags: Vec<String>,
+    pub chunks: Vec<DocChunkRow>,
+}
+
+/// A chunk as stored: its heading path as stored JSON.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkRow {
+    pub chunk_id: ChunkId,
+    pub heading: String,
+    pub text: String,
+}
+
+/// One row of the chunk log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogRow {
+    pub generation: Generation,
+    pub op: String,
+    pub chunk_id: ChunkId,
+}
+
+/// The last finished ingest run (for answers' `last_ingest`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunRow {
+    pub run_id: String,
+    pub roots: String,
+    pub started_at: i64,
+    pub finished_at: Option<i64>,
+    pub generation: Option<i64>,
+    pub report: Option<String>,
+}
+
+/// The rows a batch or a log range changed; see the module documentation for how it applies.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChangeSet {
+    /// The ledger's generation once the change set is applied.
+    pub generation: Generation,
+    pub sources: Vec<SourceRow>,
+    pub documents: Vec<DocumentRow>,
+    pub log: Vec<LogRow>,
+    /// The rows of the logged chunks the ledger holds after the change.
+    pub chunks: Vec<ChunkRow>,
+}
+
+impl ChangeSet {
+    /// True when it names no source and logs no chunk: nothing to publish.
+    pub fn is_empty(&self) -> bool {
+        self.sources.is_empty() && self.log.is_empty()
+    }
+}
+
+/// Which shared ledger a mirror copies, and how far.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaState {
+    pub ledger_id: String,
+    /// The last position of the shared ledger's log the mirror holds.
+    pub log_seq: u64,
+}
+
+impl Ledger {
+    /// The shared ledger this ledger mirrors, if it is a mirror.
+    pub fn replica_state(&self) -> Result<Option<ReplicaState>> {
+        self.conn
+            .query_row(
+                "SELECT ledger_id, log_seq FROM replica WHERE id = 1",
+                [],
+                |row| {
+                    Ok(ReplicaState {
+                        ledger_id: row.get(0)?,
+                        log_seq: row.get::<_, i64>(1)? as u64,
+                    })
+                },
+            )
+            .optional()
+            .map_err(sql_error("read replica state"))
+    }
+
+    /// True when the ledger holds no source, document or chunk (a new store).
+    pub fn is_empty(&self) -> Result<bool> {
+        self.conn
+            .query_row(
+                "SELECT NOT EXISTS (SELECT 1 FROM sources) AND NOT EXISTS (SELECT 1 FROM chunks)
+                   AND NOT EXISTS (SELECT 1 FROM runs)",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(sql_error("read ledger"))
+    }
+
+    /// Applies a change set pulled from the shared ledger in one transaction, and records the
+    /// shared ledger's position it reaches. Applying it twice changes nothing more.
+    pub fn apply_changes(
+        &mut self,
+        changes: &ChangeSet,
+        state: &ReplicaState,
+        last_run: Option<&RunRow>,
+    ) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(sql_error("begin applying shared changes"))?;
+        apply(&tx, changes)?;
+        for row in &changes.log {
+            tx.prepare_cached(
+                "INSERT INTO chunk_log (generation, op, chunk_id) VALUES (?1, ?2, ?3)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    row.generation.0 as i64,
+                    row.op,
+                    row.chunk_id.as_bytes()
+                ])
+            })
+            .map_err(sql_error("write chunk log"))?;
+        }
+        if let Some(run) = last_run {
+            write_run(&tx, run)?;
+        }
+        set_position(&tx, changes.generation, state)?;
+        crate::crash::crash_point("replica.before_mirror_commit");
+        tx.commit()
+            .map_err(sql_error("commit shared changes to the mirror"))
+    }
+
+    /// Replaces the whole content of the ledger by a snapshot of the shared ledger (a new
+    /// mirror, or one that fell behind the shared log), keeping the stat cache of every path
+    /// whose document is unchanged. The log is emptied and its floor set to the snapshot's
+    /// generation, so the index is made again from the ledger.
+    pub fn replace_with(
+        &mut self,
+        snapshot: &ChangeSet,
+        state: &ReplicaState,
+        last_run: Option<&RunRow>,
+    ) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(sql_error("begin replacing the mirror"))?;
+        for sql in [
+            "DELETE FROM doc_chunks",
+            "DELETE FROM doc_tags",
+            "DELETE FROM documents",
+            "DELETE FROM chunks",
+            "DELETE FROM chunk_log",
+        ] {
+            tx.execute(sql, []).map_err(sql_error("empty the mirror"))?;
+        }
+        // Sources stay (with their stats) while the snapshot's are written: a path whose
+        // document is unchanged keeps its stat; the rest are removed below.
+        let wanted: BTreeSet<(String, String)> = snapshot
+            .sources
+            .iter()
+            .map(|s| (s.root.clone(), s.path.clone()))
+            .collect();
+        let existing: Vec<(String, String)> = {
+            let mut stmt = tx
+                .prepare("SELECT r.path, s.path FROM sources s JOIN roots r USING (root_id)")
+                .map_err(sql_error("read sources"))?;
+            stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+                .and_then(|rows| rows.collect())
+                .map_err(sql_error("read sources"))?
+        };
+        for (root, path) in existing {
+            if !wanted.contains(&(root.clone(), path.clone())) {
+                let root_id = root_id(&tx, &root)?;
+                tx.execute(
+                    "DELETE FROM sources WHERE root_id = ?1 AND path = ?2",
+                    params![root_id, path],
+                )
+                .map_err(sql_error("delete source"))?;
+            }
+        }
+        apply(&tx, snapshot)?;
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE name = 'log_floor'",
+            [snapshot.generation.0 as i64],
+        )
+        .map_err(sql_error("set the log floor"))?;
+        if let Some(run) = last_run {
+            write_run(&tx, run)?;
+        }
+        set_position(&tx, snapshot.generation, state)?;
+        crate::crash::crash_point("bootstrap.before_commit");
+        tx.commit().map_err(sql_error("commit the mirror"))
+    }
+
+    /// Marks this ledger a mirror of `ledger_id` at log position 0, in an empty ledger.
+    pub fn become_mirror(&mut self, ledger_id: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO replica (id, ledger_id, log_seq) VALUES (1, ?1, 0)
+                 ON CONFLICT (id) DO UPDATE SET ledger_id = excluded.ledger_id, log_seq = 0",
+                [ledger_id],
+            )
+            .map_err(sql_error("mark the store a mirror"))?;
+        Ok(())
+    }
+}
+
+/// The change set of the batch just applied in `tx`: the rows of `paths` under `root`, of the
+/// documents they hold now, and of the chunks `tx` logged at `generation`.
+pub(crate) fn collect_batch(
+    tx: &Transaction<'_>,
+    root: &str,
+    paths: &BTreeSet<String>,
+    generation: Generation,
+    logged: bool,
+) -> Result<ChangeSet> {
+    let root_id = root_id(tx, root)?;
+    let mut changes = ChangeSet {
+        generation,
+        ..ChangeSet::default()
+    };
+    let mut docs = BTreeSet::new();
+    for path in paths {
+        let doc_hash: Option<DocHash> = tx
+            .prepare_cached("SELECT doc_hash FROM sources WHERE root_id = ?1 AND path = ?2")
+            .and_then(|mut stmt| {
+                stmt.query_row(params![root_id, path], |row| doc_hash_column(row, 0))
+                    .optional()
+            })
+            .map_err(sql_error("read source"))?;
+        docs.extend(doc_hash);
+        changes.sources.push(SourceRow {
+            root: root.to_string(),
+            path: path.clone(),
+            doc_hash,
+        });
+    }
+    for doc_hash in docs {
+        if let Some(document) = read_document(tx, &doc_hash)? {
+            changes.documents.push(document);
+        }
+    }
+    if logged {
+        let mut stmt = tx
+            .prepare_cached("SELECT op, chunk_id FROM chunk_log WHERE generation = ?1")
+            .map_err(sql_error("read chunk log"))?;
+        changes.log = stmt
+            .query_map([generation.0 as i64], |row| {
+                Ok(LogRow {
+                    generation,
+                    op: row.get(0)?,
+                    chunk_id: chunk_id_column(row, 1)?,
+                })
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(sql_error("read chunk log"))?;
+        let ids: BTreeSet<ChunkId> = changes.log.iter().map(|row| row.chunk_id).collect();
+        for id in ids {
+            if let Some(chunk) = read_chunk(tx, &id)? {
+                changes.chunks.push(chunk);
+            }
+        }
+    }
+    Ok(changes)
+}
+
+fn read_document(tx: &Transaction<'_>, doc_hash: &DocHash) -> Result<Option<DocumentRow>> {
+    let context = || format!("read document {doc_hash}");
+    let Some((title, n_chunks, fields)) = tx
+        .prepare_cached("SELECT title, n_chunks, fields FROM documents WHERE doc_hash = ?1")
+        .and_then(|mut stmt| {
+            stmt.query_row([doc_hash.as_bytes()], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })
+            .optional()
+        })
+        .map_err(sql_error(context()))?
+    else {
+        return Ok(None);
+    };
+    let tags = tx
+        .prepare_cached("SELECT tag FROM doc_tags WHERE doc_hash = ?1 ORDER BY tag")
+        .and_then(|mut stmt| {
+            stmt.query_map([doc_hash.as_bytes()], |row| row.get(0))
+                .and_then(|rows| rows.collect())
+        })
+        .map_err(sql_error(context()))?;
+    let chunks = tx
+        .prepare_cached(
+            "SELECT ordinal, chunk_id, line_start, line_end FROM doc_chunks
+             WHERE doc_hash = ?1 ORDER BY ordinal",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map([doc_hash.as_bytes()], |row| {
+                Ok(DocChunkRow {
+                    ordinal: row.get(0)?,
+                    chunk_id: chunk_id_column(row, 1)?,
+                    line_start: row.get(2)?,
+                    line_end: row.get(3)?,
+                })
+            })
+            .and_then(|rows| rows.collect())
+        })
+        .map_err(sql_error(context()))?;
+    Ok(Some(DocumentRow {
+        doc_hash: *doc_hash,
+        title,
+        n_chunks,
+        fields,
+        tags,
+        chunks,
+    }))
+}
+
+fn read_chunk(tx: &Transaction<'_>, id: &ChunkId) -> Result<Option<ChunkRow>> {
+    tx.prepare_cached("SELECT heading, text FROM chunks WHERE chunk_id = ?1")
+        .and_then(|mut stmt| {
+            stmt.query_row([id.as_bytes()], |row| {
+                Ok(ChunkRow {
+                    chunk_id: *id,
+                    heading: row.get(0)?,
+                    text: row.get(1)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(sql_error(format!("read chunk {id}")))
+}
+
+fn root_id(tx: &Transaction<'_>, root: &str) -> Result<i64> {
+    tx.execute("INSERT OR IGNORE INTO roots (path) VALUES (?1)", [root])
+        .map_err(sql_error("add root"))?;
+    tx.query_row("SELECT root_id FROM roots WHERE path = ?1", [root], |row| {
+        row.get(0)
+    })
+    .map_err(sql_error("read roots"))
+}
+
+/// The module's rules, in SQLite (the log rows are the caller's).
+fn apply(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
+    let mut roots: HashMap<String, i64> = HashMap::new();
+    let mut old_docs: BTreeSet<DocHash> = BTreeSet::new();
+    for source in &changes.sources {
+        let root_id = match roots.get(&source.root) {
+            Some(id) => *id,
+            None => {
+                let id = root_id(tx, &source.root)?;
+                roots.insert(source.root.clone(), id);
+                id
+            }
+        };
+        let old: Option<DocHash> = tx
+            .prepare_cached("SELECT doc_hash FROM sources WHERE root_id = ?1 AND path = ?2")
+            .and_then(|mut stmt| {
+                stmt.query_row(params![root_id, source.path], |row| doc_hash_column(row, 0))
+                    .optional()
+            })
+            .map_err(sql_error("read source"))?;
+        match (old, source.doc_hash) {
+            (Some(old), Some(new)) if old == new => {}
+            (_, Some(new)) => {
+                // A mirror's stat for another document would be wrong: zero matches no file,
+                // so this host reads the file once if it ever ingests it.
+                tx.prepare_cached(
+                    "INSERT INTO sources
+                       (root_id, path, doc_hash, size, mtime_ns, ctime_ns, inode, recorded_ns)
+                     VALUES (?1, ?2, ?3, 0, 0, 0, 0, 0)
+                     ON CONFLICT (root_id, path) DO UPDATE SET doc_hash = excluded.doc_hash,
+                       size = 0, mtime_ns = 0, ctime_ns = 0, inode = 0, recorded_ns = 0",
+                )
+                .and_then(|mut stmt| stmt.execute(params![root_id, source.path, new.as_bytes()]))
+                .map_err(sql_error(format!("write source {}", source.path)))?;
+            }
+            (_, None) => {
+                tx.prepare_cached("DELETE FROM sources WHERE root_id = ?1 AND path = ?2")
+                    .and_then(|mut stmt| stmt.execute(params![root_id, source.path]))
+                    .map_err(sql_error(format!("delete source {}", source.path)))?;
+            }
+        }
+        old_docs.extend(old.filter(|old| Some(*old) != source.doc_hash));
+    }
+    for document in &changes.documents {
+        write_document(tx, document)?;
+    }
+    for doc_hash in old_docs {
+        let held = tx
+            .prepare_cached("SELECT 1 FROM sources WHERE doc_hash = ?1")
+            .and_then(|mut stmt| stmt.exists([doc_hash.as_bytes()]))
+            .map_err(sql_error("read sources"))?;
+        if !held {
+            for sql in [
+                "DELETE FROM doc_chunks WHERE doc_hash = ?1",
+                "DELETE FROM doc_tags WHERE doc_hash = ?1",
+                "DELETE FROM documents WHERE doc_hash = ?1",
+            ] {
+                tx.prepare_cached(sql)
+                    .and_then(|mut stmt| stmt.execute([doc_hash.as_bytes()]))
+                    .map_err(sql_error(format!("release document {doc_hash}")))?;
+            }
+        }
+    }
+    let kept: BTreeMap<ChunkId, &ChunkRow> = changes
+        .chunks
+        .iter()
+        .map(|chunk| (chunk.chunk_id, chunk))
+        .collect();
+    let logged: BTreeSet<ChunkId> = changes.log.iter().map(|row| row.chunk_id).collect();
+    for id in logged {
+        match kept.get(&id) {
+            Some(chunk) => {
+                let exists = tx
+                    .prepare_cached("SELECT 1 FROM chunks WHERE chunk_id = ?1")
+                    .and_then(|mut stmt| stmt.exists([id.as_bytes()]))
+                    .map_err(sql_error("read chunks"))?;
+                if !exists {
+                    tx.prepare_cached(
+                        "INSERT INTO chunks (chunk_id, heading, text) VALUES (?1, ?2, ?3)",
+                    )
+                    .and_then(|mut stmt| {
+                        stmt.execute(params![id.as_bytes(), chunk.heading, chunk.text])
+                    })
+                    .map_err(sql_error(format!("write chunk {id}")))?;
+                }
+            }
+            None => {
+                tx.prepare_cached(
+                    "DELETE FROM chunks WHERE chunk_id = ?1
+                       AND NOT EXISTS (SELECT 1 FROM doc_chunks WHERE chunk_id = ?1)",
+                )
+                .and_then(|mut stmt| stmt.execute([id.as_bytes()]))
+                .map_err(sql_error(format!("delete chunk {id}")))?;
+            }
+        }
+    }
+    // A snapshot carries every chunk without log rows.
+    if changes.log.is_empty() {
+        for chunk in &changes.chunks {
+            tx.prepare_cached(
+                "INSERT INTO chunks (chunk_id, heading, text) SELECT ?1, ?2, ?3
+                 WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunk_id = ?1)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    chunk.chunk_id.as_bytes(),
+                    chunk.heading,
+                    chunk.text
+                ])
+            })
+            .map_err(sql_error(format!("write chunk {}", chunk.chunk_id)))?;
+        }
+    }
+    Ok(())
+}
+
+fn write_document(tx: &Transaction<'_>, document: &DocumentRow) -> Result<()> {
+    let doc_hash = document.doc_hash;
+    let context = || format!("write document {doc_hash}");
+    for sql in [
+        "DELETE FROM doc_chunks WHERE doc_hash = ?1",
+        "DELETE FROM doc_tags WHERE doc_hash = ?1",
+    ] {
+        tx.prepare_cached(sql)
+            .and_then(|mut stmt| stmt.execute([doc_hash.as_bytes()]))
+            .map_err(sql_error(context()))?;
+    }
+    tx.prepare_cached(
+        "INSERT INTO documents (doc_hash, title, n_chunks, fields) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (doc_hash) DO UPDATE SET title = excluded.title,
+           n_chunks = excluded.n_chunks, fields = excluded.fields",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            doc_hash.as_bytes(),
+            document.title,
+            document.n_chunks,
+            document.fields
+        ])
+    })
+    .map_err(sql_error(context()))?;
+    for tag in &document.tags {
+        tx.prepare_cached("INSERT OR IGNORE INTO doc_tags (doc_hash, tag) VALUES (?1, ?2)")
+            .and_then(|mut stmt| stmt.execute(params![doc_hash.as_bytes(), tag]))
+            .map_err(sql_error(context()))?;
+    }
+    for chunk in &document.chunks {
+        tx.prepare_cached(
+            "INSERT INTO doc_chunks (doc_hash, ordinal, chunk_id, line_start, line_end)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                doc_hash.as_bytes(),
+                chunk.ordinal,
+                chunk.chunk_id.as_bytes(),
+                chunk.line_start,
+                chunk.line_end
+            ])
+        })
+        .map_err(sql_error(context()))?;
+    }
+    Ok(())
+}
+
+fn write_run(tx: &Transaction<'_>, run: &RunRow) -> Result<()> {
+    tx.execute(
+        "INSERT INTO runs (run_id, roots, started_at, finished_at, generation, report)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (run_id) DO UPDATE SET finished_at = excluded.finished_at,
+           generation = excluded.generation, report = excluded.report",
+        params![
+            run.run_id,
+            run.roots,
+            run.started_at,
+            run.finished_at,
+            run.generation,
+            run.report
+        ],
+    )
+    .map_err(sql_error("write run"))?;
+    Ok(())
+}
+
+pub(crate) fn set_position(
+    tx: &Transaction<'_>,
+    generation: Generation,
+    state: &ReplicaState,
+) -> Result<()> {
+    tx.execute(
+        "UPDATE meta SET value = ?1 WHERE name = 'generation'",
+        [generation.0 as i64],
+    )
+    .map_err(sql_error("set generation"))?;
+    tx.execute(
+        "INSERT INTO replica (id, ledger_id, log_seq) VALUES (1, ?1, ?2)
+         ON CONFLICT (id) DO UPDATE SET ledger_id = excluded.ledger_id, log_seq = excluded.log_seq",
+        params![state.ledger_id, state.log_seq as i64],
+    )
+    .map_err(sql_error("record the mirror's position"))?;
+    Ok(())
+}
+
+/// The last finished run of a ledger (for a writer to publish).
+pub(crate) fn last_run(conn: &rusqlite::Connection, run_id: &str) -> Result<Option<RunRow>> {
+    conn.query_row(
+        "SELECT run_id, roots, started_at, finished_at, generation, report FROM runs
+         WHERE run_id = ?1",
+        [run_id],
+        |row| {
+            Ok(RunRow {
+                run_id: row.get(0)?,
+                roots: row.get(1)?,
+                started_at: row.get(2)?,
+                finished_at: row.get(3)?,
+                generation: row.get(4)?,
+                report: row.get(5)?,
+            })
+        },
+    )
+    .optional()
+    .map_err(sql_error("read run"))
+}

@@ -1,0 +1,334 @@
+//! A store whose ledger mirrors the shared (PostgreSQL) ledger: the writer lease, bringing the
+//! mirror up to the shared ledger (`sync_mirror`), and one sync step of a serving host
+//! (`sync_replica`).
+//!
+//! Every host's `--store` is an ordinary store whose `ledger.sqlite` is a mirror: its index and
+//! vector index are projections of the mirror by the same protocol as a store of its own.
+//! A writer takes the lease, brings its mirror to the shared ledger, and then writes each batch
+//! to its mirror and, inside that same SQLite transaction, publishes it to the shared ledger
+//! (`Ledger::apply_batch_publishing`): the mirror commits only what the shared ledger holds.
+//! A host that only serves pulls what others published, after its position, or a whole
+//! snapshot when the log no longer reaches back to it.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::ids::Generation;
+use crate::ledger::Ledger;
+use crate::ledger::postgres::{LeaseGrant, PgLedger, Pulled};
+use crate::store::{CatchUp, LockWait, Store, StoreConfig, Then};
+
+/// The default time a writer's lease lasts without renewal.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+
+/// How long a mirror silent for that long stops holding the shared log back.
+pub const LOG_RETENTION_SECS: u64 = 7 * 24 * 3600;
+
+/// What bringing a mirror to the shared ledger did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MirrorSync {
+    /// The mirror was at the shared ledger's position.
+    InStep,
+    /// The changes after its position were applied.
+    Pulled,
+    /// It was made again from a snapshot (new, behind the log, or another ledger's).
+    Bootstrapped,
+}
+
+/// What one sync step of a replica did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SyncReport {
+    pub mirror: MirrorSync,
+    /// The shared ledger's generation the replica's index now holds.
+    pub generation: u64,
+    /// The shared log position the mirror holds.
+    pub log_seq: u64,
+}
+
+/// A held writer lease, renewed by a thread of its own until dropped (then released).
+pub struct Lease {
+    ledger: PgLedger,
+    grant: LeaseGrant,
+    lost: Arc<AtomicBool>,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    renewer: Option<JoinHandle<()>>,
+}
+
+impl Lease {
+    /// Takes the lease, waiting for it as `wait` says (polling every 500 ms).
+    pub fn take(ledger: &PgLedger, wait: LockWait, ttl: Duration) -> Result<Lease> {
+        let ttl_secs = ttl.as_secs().max(1);
+        let holder = format!(
+            "{}/{}/{}",
+            hostname(),
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        );
+        let deadline = match wait {
+            LockWait::NoWait => Instant::now(),
+            LockWait::Wait(duration) => Instant::now() + duration,
+        };
+        let mut told = false;
+        let grant = loop {
+            if let Some(grant) = ledger.take_lease(&holder, ttl_secs)? {
+                break grant;
+            }
+            if Instant::now() >= deadline {
+                return Err(crate::ledger::postgres::lease_busy(&ledger.lease()?));
+            }
+            if !told {
+                tracing::info!("another writer holds the shared ledger's lease; waiting");
+                told = true;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        crate::crash::crash_point("lease.after_take");
+        let lost = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let renewer = {
+            let (ledger, grant, lost, stop) = (
+                ledger.clone(),
+                grant.clone(),
+                Arc::clone(&lost),
+                Arc::clone(&stop),
+            );
+            std::thread::Builder::new()
+                .name("groundidx-lease".into())
+                .spawn(move || renew(&ledger, &grant, ttl_secs, &lost, &stop))
+                .map_err(|err| Error::io("start the lease's renewal thread", err))?
+        };
+        Ok(Lease {
+            ledger: ledger.clone(),
+            grant,
+            lost,
+            stop,
+            renewer: Some(renewer),
+        })
+    }
+
+    pub fn epoch(&self) -> i64 {
+        self.grant.epoch
+    }
+
+    pub fn holder(&self) -> &str {
+        &self.grant.holder
+    }
+
+    /// Fails once the lease is known to be another's.
+    pub fn check(&self) -> Result<()> {
+        if self.lost.load(Ordering::Relaxed) {
+            return Err(Error::LeaseLost {
+                context: "another writer took it while this one ran".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        {
+            let (stopped, wake) = &*self.stop;
+            *stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            wake.notify_all();
+        }
+        if let Some(renewer) = self.renewer.take() {
+            let _ = renewer.join();
+        }
+        crate::crash::crash_point("lease.before_release");
+        if let Err(err) = self.ledger.release_lease(&self.grant) {
+            tracing::warn!(error = %err, "could not release the writer lease; it expires by itself");
+        }
+    }
+}
+
+fn renew(
+    ledger: &PgLedger,
+    grant: &LeaseGrant,
+    ttl_secs: u64,
+    lost: &AtomicBool,
+    stop: &(Mutex<bool>, Condvar),
+) {
+    let every = Duration::from_millis(ttl_secs * 1000 / 3).max(Duration::from_millis(300));
+    let (stopped, wake) = stop;
+    let mut guard = stopped.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let (next, _) = wake
+            .wait_timeout(guard, every)
+            .unwrap_or_else(|e| e.into_inner());
+        guard = next;
+        if *guard {
+            return;
+        }
+        match ledger.renew_lease(grant, ttl_secs) {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!("the writer lease was taken by another writer");
+                lost.store(true, Ordering::Relaxed);
+                return;
+            }
+            // Unreachable for now: the next renewal tries again, and the fence stops every
+            // write if another writer takes the lease meanwhile.
+            Err(err) => tracing::warn!(error = %err, "could not renew the writer lease"),
+        }
+    }
+}
+
+/// The shared ledger a writer's store publishes to, under its lease.
+pub(crate) struct SharedWriter {
+    pub(crate) ledger: PgLedger,
+    pub(crate) lease: Lease,
+}
+
+impl Store {
+    /// Opens the store at `dir` as a writer's mirror of `shared`: takes the local lock, then
+    /// the shared ledger's lease, brings the mirror to the shared ledger and the index to the
+    /// mirror. Every batch staged then is published to the shared ledger.
+    pub fn open_shared(
+        dir: &Path,
+        wait: LockWait,
+        config: StoreConfig,
+        shared: &PgLedger,
+        lease_ttl: Duration,
+    ) -> Result<(Store, CatchUp)> {
+        let (mut store, _) =
+            Store::open_at(dir, wait, Then::Nothing, config).map_err(|err| err.in_store(dir))?;
+        require_mirror(&store.ledger, dir, shared)?;
+        let lease = Lease::take(shared, wait, lease_ttl)?;
+        let synced = sync_mirror(&mut store, shared)?;
+        store.shared = Some(SharedWriter {
+            ledger: shared.clone(),
+            lease,
+        });
+        let caught_up = match synced {
+            MirrorSync::Bootstrapped => {
+                let from = store.index_generation;
+                let to = store.rebuild()?;
+                CatchUp::Rebuilt { from, to }
+            }
+            _ => store.catch_up()?,
+        };
+        store.sync_vectors()?;
+        Ok((store, caught_up))
+    }
+
+    /// The lease this store writes under, when it mirrors a shared ledger.
+    pub fn lease(&self) -> Option<&Lease> {
+        self.shared.as_ref().map(|shared| &shared.lease)
+    }
+}
+
+/// Refuses a store that holds a ledger of its own (it would be overwritten by the mirror).
+fn require_mirror(ledger: &Ledger, dir: &Path, shared: &PgLedger) -> Result<()> {
+    if ledger.replica_state()?.is_none() && !ledger.is_empty()? {
+        return Err(Error::Usage(format!(
+            "the store at {} holds a ledger of its own, not a mirror of {}; it is left untouched\nhint: pass a --store folder for the shared ledger's mirror (a new one is fine)",
+            dir.display(),
+            shared.describe()
+        )));
+    }
+    Ok(())
+}
+
+/// Brings the store's mirror to the shared ledger's position: the changes after its own, or a
+/// snapshot. The index is not touched here.
+fn sync_mirror(store: &mut Store, shared: &PgLedger) -> Result<MirrorSync> {
+    let mirror = store.ledger.replica_state()?;
+    match shared.pull(mirror.as_ref())? {
+        Pulled::UpToDate(_) => Ok(MirrorSync::InStep),
+        Pulled::Changes {
+            changes,
+            state,
+            last_run,
+        } => {
+            crate::crash::crash_point("replica.after_fetch");
+            store
+                .ledger
+                .apply_changes(&changes, &state, last_run.as_ref())?;
+            crate::crash::crash_point("replica.after_mirror_commit");
+            Ok(MirrorSync::Pulled)
+        }
+        Pulled::Behind(_) => {
+            let (snapshot, state, last_run) = shared.snapshot()?;
+            store
+                .ledger
+                .replace_with(&snapshot, &state, last_run.as_ref())?;
+            crate::crash::crash_point("bootstrap.after_commit");
+            Ok(MirrorSync::Bootstrapped)
+        }
+    }
+}
+
+/// One sync step of a host's replica at `dir`: the mirror to the shared ledger, the index to
+/// the mirror, committed, and the host's progress recorded in the shared ledger.
+pub fn sync_replica(
+    dir: &Path,
+    wait: LockWait,
+    config: StoreConfig,
+    shared: &PgLedger,
+) -> Result<SyncReport> {
+    let (mut store, _) =
+        Store::open_at(dir, wait, Then::Nothing, config).map_err(|err| err.in_store(dir))?;
+    require_mirror(&store.ledger, dir, shared)?;
+    let synced = sync_mirror(&mut store, shared)?;
+    match synced {
+        MirrorSync::Bootstrapped => {
+            store.rebuild()?;
+        }
+        _ => {
+            store.catch_up()?;
+        }
+    }
+    store.sync_vectors()?;
+    let state = store
+        .ledger
+        .replica_state()?
+        .ok_or_else(|| Error::Inconsistent("a synced mirror has no replica state".into()))?;
+    let generation: Generation = store.ledger.generation()?;
+    store.close()?;
+    crate::crash::crash_point("replica.before_progress");
+    shared.report_progress(
+        &host_id(dir)?,
+        &hostname(),
+        &dir.display().to_string(),
+        &state,
+        generation,
+    )?;
+    Ok(SyncReport {
+        mirror: synced,
+        generation: generation.0,
+        log_seq: state.log_seq,
+    })
+}
+
+/// This store's ID as a consumer of the shared log: a UUID kept in `<store>/host.id`.
+fn host_id(dir: &Path) -> Result<String> {
+    let path = dir.join("host.id");
+    if let Ok(text) = std::fs::read_to_string(&path)
+        && uuid::Uuid::parse_str(text.trim()).is_ok()
+    {
+        return Ok(text.trim().to_string());
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    let partial = dir.join("host.id.partial");
+    std::fs::write(&partial, format!("{id}\n"))
+        .and_then(|()| std::fs::rename(&partial, &path))
+        .map_err(|err| Error::io(format!("write {}", path.display()), err))?;
+    Ok(id)
+}
+
+/// The machine's name, for lease holders and consumer rows.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_string())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}

@@ -1,0 +1,620 @@
+//! The shared PostgreSQL ledger (`--ledger`): migrations, ingest from several hosts under the
+//! lease, every host's replica equal to a clean ingest, a kill at every shared crash point
+//! healed, the lease's fence, and keys, audit, usage and the rate limit held across hosts.
+//!
+//! Each test has a PostgreSQL schema of its own in the database `.ci/run` starts
+//! (`support_pg`); without one the tests fail under CI and skip elsewhere.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::agent_http::{Server, serve_with_env};
+use crate::crash::assert_crashed_at;
+use crate::support::{BIN, Env, assert_success, clean_export, isolate, parse_export, wait_paused};
+use crate::support_pg::{TestSchema, client, count};
+
+/// Crash points on the shared ledger's paths: a writer's (lease, publish) and a replica's
+/// (fetch, mirror, bootstrap, progress).
+pub const SHARED_POINTS: &[&str] = &[
+    "lease.after_take",
+    "shared.before_commit",
+    "lease.before_release",
+    "replica.after_fetch",
+    "replica.before_mirror_commit",
+    "replica.after_mirror_commit",
+    "replica.before_progress",
+    "bootstrap.before_commit",
+    "bootstrap.after_commit",
+];
+
+/// One host: a store folder of its own, pointed at the shared schema.
+struct Host<'a> {
+    store: PathBuf,
+    schema: &'a TestSchema,
+}
+
+impl Host<'_> {
+    fn new<'a>(env: &Env, name: &str, schema: &'a TestSchema) -> Host<'a> {
+        Host {
+            store: env.tmp.path().join(name),
+            schema,
+        }
+    }
+
+    /// `groundidx --store STORE --ledger URL --ledger-schema S --lease-ttl 1s ARGS…`.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(BIN);
+        isolate(&mut command);
+        command
+            .arg("--store")
+            .arg(&self.store)
+            .args(self.schema.args())
+            .args(["--lease-ttl", "1s"])
+            .args(args);
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run groundidx")
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let output = self.run(args);
+        assert_success(&output, args);
+        serde_json::from_slice(&output.stdout).expect("JSON on stdout")
+    }
+
+    fn ingest(&self, docs: &Path) -> Value {
+        self.json(&[
+            "ingest",
+            docs.to_str().expect("utf-8"),
+            "--json",
+            "--wait",
+            "30",
+        ])
+    }
+
+    fn sync(&self) -> Value {
+        self.json(&["sync", "--json"])
+    }
+
+    /// The replica's chunks (read locally, as every reader does).
+    fn export(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        let output = self.run(&["export"]);
+        assert_success(&output, &["export"]);
+        parse_export(&String::from_utf8_lossy(&output.stdout))
+    }
+
+    fn assert_verified(&self) {
+        let report = self.json(&["verify", "--json"]);
+        assert_eq!(report["identical"], true, "verify: {report}");
+    }
+}
+
+fn schema(test: &str) -> Option<TestSchema> {
+    TestSchema::new(test)
+}
+
+/// The shared ledger's counter row: (generation, log position).
+fn counters(schema: &TestSchema) -> (i64, i64) {
+    let row = client(&schema.url)
+        .query_one(
+            format!(
+                "SELECT generation, log_seq FROM \"{}\".ledger_meta",
+                schema.name
+            )
+            .as_str(),
+            &[],
+        )
+        .expect("read ledger_meta");
+    (row.get(0), row.get(1))
+}
+
+/// Edits of every kind to the sample documents: a change, a deletion, a rename, new files.
+fn edit(env: &Env) {
+    let key_rotation = env.docs.join("handbook/key-rotation.md");
+    let text = std::fs::read_to_string(&key_rotation).expect("read");
+    std::fs::write(&key_rotation, text.replace("90 days", "30 days")).expect("edit");
+    std::fs::remove_file(env.docs.join("handbook/backups.md")).expect("delete");
+    std::fs::rename(env.docs.join("notes/faq.md"), env.docs.join("faq.md")).expect("rename");
+    for i in 0..7 {
+        env.write(
+            &format!("new/page-{i}.md"),
+            &format!("# Page {i}\n\nNew page {i} about topic {i}.\n\n## Details\n\nMore on {i}.\n"),
+        );
+    }
+}
+
+/// Every replica holds what a clean ingest of the folder holds, once each, verified; and the
+/// shared ledger holds exactly as many chunks.
+fn assert_all_equal_clean(env: &Env, schema: &TestSchema, hosts: &[&Host<'_>]) {
+    let clean = clean_export(&env.docs);
+    for host in hosts {
+        assert_eq!(host.export(), clean, "replica {}", host.store.display());
+        host.assert_verified();
+    }
+    assert_eq!(
+        count(&schema.url, &schema.name, "chunks") as usize,
+        clean.len(),
+        "the shared ledger's chunks"
+    );
+}
+
+#[test]
+fn migrate_creates_the_schema_once_and_refuses_what_is_not_its_own() {
+    let Some(schema) = schema("migrate") else {
+        return;
+    };
+    let env = Env::empty();
+    let host = Host::new(&env, "a", &schema);
+    let check = host.run(&["migrate", "--check", "--json"]);
+    assert_eq!(
+        check.status.code(),
+        Some(1),
+        "an upgrade is due on a new schema"
+    );
+    let first = host.json(&["migrate", "--json"]);
+    assert_eq!(
+        (first["from"].as_i64(), first["to"].as_i64()),
+        (Some(0), Some(1))
+    );
+    let again = host.json(&["migrate", "--json"]);
+    assert_eq!(again["from"], again["to"], "{again}");
+    assert_success(&host.run(&["migrate", "--check"]), &["migrate", "--check"]);
+    assert_eq!(count(&schema.url, &schema.name, "schema_migrations"), 1);
+
+    // A version from a newer groundidx is refused by every command, and left as it is.
+    client(&schema.url)
+        .batch_execute(&format!(
+            "INSERT INTO \"{}\".schema_migrations (version, name) VALUES (99, 'future')",
+            schema.name
+        ))
+        .expect("pretend a newer version");
+    for args in [vec!["migrate"], vec!["sync"]] {
+        let output = host.run(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("schema version 99"),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    // A schema of another program is never touched.
+    let Some(foreign) = TestSchema::new("foreign") else {
+        return;
+    };
+    client(&foreign.url)
+        .batch_execute(&format!(
+            "CREATE SCHEMA \"{0}\"; CREATE TABLE \"{0}\".orders (id int); INSERT INTO \"{0}\".orders VALUES (7);",
+            foreign.name
+        ))
+        .expect("a foreign schema");
+    let other = Host::new(&env, "b", &foreign);
+    let output = other.run(&["migrate"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("another program"));
+    assert_eq!(count(&foreign.url, &foreign.name, "orders"), 1);
+    let tables: i64 = client(&foreign.url)
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = $1",
+            &[&foreign.name],
+        )
+        .expect("count tables")
+        .get(0);
+    assert_eq!(tables, 1, "nothing was added to the foreign schema");
+}
+
+#[test]
+fn hosts_migrating_at_once_apply_each_migration_once() {
+    let Some(schema) = schema("migrate_race") else {
+        return;
+    };
+    let env = Env::empty();
+    let hosts: Vec<Host<'_>> = (0..4)
+        .map(|i| Host::new(&env, &format!("h{i}"), &schema))
+        .collect();
+    let children: Vec<_> = hosts
+        .iter()
+        .map(|host| {
+            host.command(&["migrate", "--json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn migrate")
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().expect("wait");
+        assert_success(&output, &["migrate"]);
+    }
+    assert_eq!(count(&schema.url, &schema.name, "schema_migrations"), 1);
+    assert_eq!(count(&schema.url, &schema.name, "ledger_meta"), 1);
+}
+
+#[test]
+fn a_second_ingest_writes_nothing_to_the_shared_ledger() {
+    let Some(schema) = schema("reingest") else {
+        return;
+    };
+    let env = Env::sample();
+    let host = Host::new(&env, "a", &schema);
+    let first = host.ingest(&env.docs);
+    assert!(first["chunks"]["added"].as_u64() > Some(0));
+    let before = counters(&schema);
+    let log_rows = count(&schema.url, &schema.name, "chunk_log");
+    let again = host.ingest(&env.docs);
+    assert_eq!(again["chunks"]["added"], 0, "{again}");
+    assert_eq!(again["chunks"]["removed"], 0, "{again}");
+    assert_eq!(counters(&schema), before, "the counters did not move");
+    assert_eq!(count(&schema.url, &schema.name, "chunk_log"), log_rows);
+    // A second host ingesting the same folder (same root) finds everything in place too.
+    let other = Host::new(&env, "b", &schema);
+    let theirs = other.ingest(&env.docs);
+    assert_eq!(theirs["chunks"]["added"], 0, "{theirs}");
+    assert_eq!(counters(&schema), before);
+    assert_all_equal_clean(&env, &schema, &[&host, &other]);
+}
+
+#[test]
+fn every_replica_holds_what_a_clean_ingest_holds() {
+    let Some(schema) = schema("replicas") else {
+        return;
+    };
+    let env = Env::sample();
+    let writer = Host::new(&env, "writer", &schema);
+    let early = Host::new(&env, "early", &schema);
+    writer.ingest(&env.docs);
+    assert_eq!(early.sync()["mirror"], "bootstrapped");
+    edit(&env);
+    let report = writer.json(&[
+        "ingest",
+        env.docs.to_str().expect("utf-8"),
+        "--json",
+        "--batch-files",
+        "3",
+    ]);
+    assert!(report["chunks"]["removed"].as_u64() > Some(0), "{report}");
+    assert_eq!(early.sync()["mirror"], "pulled");
+    assert_eq!(early.sync()["mirror"], "in_step");
+    let late = Host::new(&env, "late", &schema);
+    assert_eq!(late.sync()["mirror"], "bootstrapped");
+    assert_all_equal_clean(&env, &schema, &[&writer, &early, &late]);
+    // The answers name the shared generation on every host.
+    let generation = counters(&schema).0;
+    for host in [&writer, &early, &late] {
+        let answer = host.json(&["search", "rotate the signing key", "--json"]);
+        assert_eq!(answer["generation"].as_i64(), Some(generation), "{answer}");
+    }
+    // A store of its own is never turned into a mirror, and a mirror never ingests alone.
+    let own = Env::sample();
+    own.ingest();
+    let foreign_store = Host {
+        store: own.store.clone(),
+        schema: &schema,
+    };
+    let refused = foreign_store.run(&["sync"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("ledger of its own"));
+    let mut alone = Command::new(BIN);
+    isolate(&mut alone);
+    let alone = alone
+        .arg("--store")
+        .arg(&early.store)
+        .args(["ingest", env.docs.to_str().expect("utf-8")])
+        .output()
+        .expect("run");
+    assert_eq!(alone.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&alone.stderr).contains("mirror of a shared ledger"));
+}
+
+/// Runs `host ARGS` with `point` armed and asserts it died there.
+fn crash(host: &Host<'_>, args: &[&str], point: &str) {
+    let output = host
+        .command(args)
+        .env(groundidx::crash::CRASH_ENV, point)
+        .output()
+        .expect("run");
+    assert_crashed_at(&output, point);
+}
+
+#[test]
+fn a_writer_killed_at_any_point_leaves_one_copy_of_every_chunk() {
+    let writer_points = [
+        "lease.after_take",
+        "shared.before_commit",
+        "ledger.before_commit",
+        "store.after_ledger_commit",
+        "ingest.between_batches:2",
+        "ingest.before_finish_run",
+        "lease.before_release",
+    ];
+    for point in writer_points {
+        let Some(schema) = schema("writer_kill") else {
+            return;
+        };
+        let env = Env::sample();
+        let writer = Host::new(&env, "writer", &schema);
+        let reader = Host::new(&env, "reader", &schema);
+        writer.ingest(&env.docs);
+        reader.sync();
+        edit(&env);
+        let docs = env.docs.to_str().expect("utf-8");
+        crash(&writer, &["ingest", docs, "--batch-files", "3"], point);
+        // The killed writer's lease lasts 1 s; the next run waits it out and heals.
+        writer.ingest(&env.docs);
+        reader.sync();
+        assert_all_equal_clean(&env, &schema, &[&writer, &reader]);
+    }
+}
+
+#[test]
+fn a_replica_killed_at_any_point_heals_at_its_next_sync() {
+    for point in SHARED_POINTS
+        .iter()
+        .filter(|p| p.starts_with("replica.") || p.starts_with("bootstrap."))
+    {
+        let Some(schema) = schema("replica_kill") else {
+            return;
+        };
+        let env = Env::sample();
+        let writer = Host::new(&env, "writer", &schema);
+        let reader = Host::new(&env, "reader", &schema);
+        writer.ingest(&env.docs);
+        if point.starts_with("replica.") {
+            reader.sync();
+            edit(&env);
+            writer.ingest(&env.docs);
+        }
+        crash(&reader, &["sync"], point);
+        reader.sync();
+        // Once more over the same range: nothing changes.
+        reader.sync();
+        assert_all_equal_clean(&env, &schema, &[&writer, &reader]);
+    }
+}
+
+#[test]
+fn a_writer_killed_mid_batch_on_one_host_is_healed_by_another() {
+    let Some(schema) = schema("takeover") else {
+        return;
+    };
+    let env = Env::sample();
+    let a = Host::new(&env, "a", &schema);
+    let b = Host::new(&env, "b", &schema);
+    a.ingest(&env.docs);
+    edit(&env);
+    // Host A publishes its first batch and is killed before its mirror commits it.
+    let pauses = env.tmp.path().join("pauses");
+    std::fs::create_dir_all(&pauses).expect("pause folder");
+    let docs = env.docs.to_str().expect("utf-8");
+    let mut held = a
+        .command(&["ingest", docs, "--batch-files", "3"])
+        .env(
+            groundidx::crash::PAUSE_ENV,
+            format!("ledger.before_commit@{}", pauses.display()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ingest");
+    wait_paused(&pauses, &mut held);
+    held.kill().expect("kill -9");
+    held.wait().expect("reap");
+    // Host B waits out the lease (1 s), takes it at the next epoch, and finishes the job.
+    let epoch_before: i64 = client(&schema.url)
+        .query_one(
+            format!("SELECT epoch FROM \"{}\".writer_lease", schema.name).as_str(),
+            &[],
+        )
+        .expect("lease")
+        .get(0);
+    b.ingest(&env.docs);
+    let epoch_after: i64 = client(&schema.url)
+        .query_one(
+            format!("SELECT epoch FROM \"{}\".writer_lease", schema.name).as_str(),
+            &[],
+        )
+        .expect("lease")
+        .get(0);
+    assert!(epoch_after > epoch_before);
+    // Host A's mirror lacks its own last batch; its next sync brings it.
+    a.sync();
+    assert_all_equal_clean(&env, &schema, &[&a, &b]);
+}
+
+#[test]
+fn the_lease_fences_a_writer_that_lost_it() {
+    use groundidx::ledger::postgres::{PgLedger, PgOptions};
+    let Some(schema) = schema("fence") else {
+        return;
+    };
+    let ledger = PgLedger::open(
+        &PgOptions {
+            url: schema.url.clone(),
+            schema: schema.name.clone(),
+            max_connections: 2,
+        },
+        true,
+    )
+    .expect("open");
+    let first = ledger.take_lease("a", 1).expect("take").expect("free");
+    assert!(
+        ledger.take_lease("b", 1).expect("take").is_none(),
+        "held until it expires"
+    );
+    std::thread::sleep(Duration::from_millis(1_200));
+    let second = ledger.take_lease("b", 30).expect("take").expect("expired");
+    assert!(second.epoch > first.epoch);
+    let run = groundidx::ledger::RunRow {
+        run_id: "r".into(),
+        roots: "[]".into(),
+        started_at: 0,
+        finished_at: None,
+        generation: None,
+        report: None,
+    };
+    let lost = ledger
+        .publish_run(first.epoch, "a", &run)
+        .expect_err("fenced");
+    assert!(matches!(lost, groundidx::Error::LeaseLost { .. }), "{lost}");
+    let lost = ledger
+        .publish(first.epoch, 0, &groundidx::ledger::ChangeSet::default())
+        .expect_err("fenced");
+    assert!(matches!(lost, groundidx::Error::LeaseLost { .. }), "{lost}");
+    assert!(!ledger.renew_lease(&first, 30).expect("renew"));
+    assert!(ledger.renew_lease(&second, 30).expect("renew"));
+    ledger
+        .publish_run(second.epoch, "b", &run)
+        .expect("the holder writes");
+    // A lease held by a live writer makes another wait, then exit 75 naming the holder.
+    let env = Env::sample();
+    let host = Host::new(&env, "c", &schema);
+    let busy = host.run(&["ingest", env.docs.to_str().expect("utf-8"), "--no-wait"]);
+    assert_eq!(busy.status.code(), Some(75));
+    assert!(String::from_utf8_lossy(&busy.stderr).contains("holds the shared ledger's lease"));
+    ledger.release_lease(&second).expect("release");
+    host.ingest(&env.docs);
+}
+
+/// A `serve` host on the shared schema, with `envs` set.
+fn serve_host(
+    env: &Env,
+    schema: &TestSchema,
+    name: &str,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> Server {
+    let host_env = Env {
+        tmp: tempfile::tempdir().expect("temp"),
+        docs: env.docs.clone(),
+        store: env.tmp.path().join(name),
+    };
+    let args = schema.args();
+    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+    all.extend_from_slice(extra);
+    serve_with_env(&host_env, &all, envs)
+}
+
+#[test]
+fn the_same_key_sent_to_two_hosts_at_once_is_recorded_once() {
+    let Some(schema) = schema("same_key") else {
+        return;
+    };
+    let env = Env::sample();
+    Host::new(&env, "writer", &schema).ingest(&env.docs);
+    let a = std::sync::Arc::new(serve_host(&env, &schema, "a", &[], &[]));
+    let b = std::sync::Arc::new(serve_host(&env, &schema, "b", &[], &[]));
+    let body = r#"{"query": "rotate the signing key", "top_k": 3}"#;
+    let threads: Vec<_> = (0..20)
+        .map(|i| {
+            let server = if i % 2 == 0 { a.clone() } else { b.clone() };
+            std::thread::spawn(move || {
+                server.post(
+                    "/v1/tools/search_docs",
+                    &[("Idempotency-Key", "run-7/step-3")],
+                    body,
+                )
+            })
+        })
+        .collect();
+    let replies: Vec<_> = threads
+        .into_iter()
+        .map(|t| t.join().expect("thread"))
+        .collect();
+    for reply in &replies {
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_eq!(
+            reply.body, replies[0].body,
+            "every host answers the same bytes"
+        );
+    }
+    assert_eq!(count(&schema.url, &schema.name, "idempotency_keys"), 1);
+    assert_eq!(count(&schema.url, &schema.name, "audit_events"), 1);
+    assert_eq!(count(&schema.url, &schema.name, "usage_events"), 1);
+    // The same key with other arguments is refused on either host.
+    for server in [&a, &b] {
+        let reply = server.post(
+            "/v1/tools/search_docs",
+            &[("Idempotency-Key", "run-7/step-3")],
+            r#"{"query": "something else"}"#,
+        );
+        assert_eq!(reply.status, 422, "{}", reply.body);
+    }
+    assert_eq!(count(&schema.url, &schema.name, "audit_events"), 1);
+}
+
+#[test]
+fn one_rate_limit_holds_across_hosts() {
+    let Some(schema) = schema("limit") else {
+        return;
+    };
+    let env = Env::sample();
+    Host::new(&env, "writer", &schema).ingest(&env.docs);
+    let frozen = [("GROUNDIDX_FAKE_NOW_MS", "1800000000000")];
+    let limit = ["--rate-limit", "10/60s"];
+    let hosts = [
+        serve_host(&env, &schema, "a", &limit, &frozen),
+        serve_host(&env, &schema, "b", &limit, &frozen),
+        serve_host(&env, &schema, "c", &limit, &frozen),
+    ];
+    let mut ok = 0;
+    let mut limited = 0;
+    for i in 0..30 {
+        let key = format!("k-{i}");
+        let reply = hosts[i % 3].post(
+            "/v1/tools/search_docs",
+            &[("Idempotency-Key", key.as_str())],
+            r#"{"query": "backups"}"#,
+        );
+        match reply.status {
+            200 => ok += 1,
+            429 => {
+                assert!(reply.header("Retry-After").is_some());
+                limited += 1;
+            }
+            other => panic!("status {other}: {}", reply.body),
+        }
+    }
+    assert_eq!((ok, limited), (10, 20));
+    assert_eq!(count(&schema.url, &schema.name, "usage_events"), 10);
+    assert_eq!(count(&schema.url, &schema.name, "audit_events"), 10);
+}
+
+#[test]
+fn a_server_picks_up_what_another_host_ingests() {
+    let Some(schema) = schema("pickup") else {
+        return;
+    };
+    let env = Env::sample();
+    let writer = Host::new(&env, "writer", &schema);
+    writer.ingest(&env.docs);
+    let server = serve_host(&env, &schema, "server", &[], &[]);
+    env.write(
+        "narwhal.md",
+        "# Narwhal\n\nThe narwhal pipeline rotates tusks nightly.\n",
+    );
+    writer.ingest(&env.docs);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let reply = server.post(
+            "/v1/tools/search_docs",
+            &[],
+            r#"{"query": "narwhal tusks"}"#,
+        );
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let answer: Value = serde_json::from_str(&reply.body).expect("JSON");
+        if answer["hits"][0]["paths"][0] == "narwhal.md" {
+            assert_eq!(answer["generation"].as_i64(), Some(counters(&schema).0));
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never saw the new document: {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

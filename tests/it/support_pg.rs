@@ -1,0 +1,110 @@
+//! The PostgreSQL tests' environment: the database `.ci/run` starts (`GROUNDIDX_TEST_PG`), a
+//! schema of its own per test, dropped when the test ends, and a client to look inside it.
+//!
+//! `GROUNDIDX_TEST_PG` is a URL with the cluster's socket folder percent-encoded as its host,
+//! `postgresql://postgres@%2Ftmp%2Fgroundidx-pg.XXXXXX/groundidx_test`: tokio-postgres (and so
+//! `postgres`) decodes the host and takes one that starts with `/` for a unix socket folder.
+//! The helpers here are blocking (`postgres::Client` runs its own Tokio runtime): call them from
+//! synchronous tests, never on a thread inside a Tokio runtime.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The test database's URL, from `GROUNDIDX_TEST_PG`; `None` when that is unset or empty
+/// (`prerequisite_missing`: a failure under CI, a skip with a message elsewhere).
+pub fn url() -> Option<String> {
+    match std::env::var("GROUNDIDX_TEST_PG") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            crate::support::prerequisite_missing(
+                "PostgreSQL: GROUNDIDX_TEST_PG is not set (.ci/run starts a cluster and sets it)",
+            );
+            None
+        }
+    }
+}
+
+/// One test's PostgreSQL schema in the test database, named uniquely; dropped with all it holds
+/// when this is dropped. Not created here: the program under test creates it when it migrates.
+pub struct TestSchema {
+    /// The test database's URL (`GROUNDIDX_TEST_PG`).
+    pub url: String,
+    /// The schema's name: `t_<tag>_<pid>_<counter>_<nanoseconds>`, at most 63 bytes of
+    /// `[a-z0-9_]`, so it needs no quoting (the helpers quote it all the same).
+    pub name: String,
+}
+
+impl TestSchema {
+    /// A fresh schema name for the test `tag` (lowercased, anything but `[a-z0-9]` becoming
+    /// `_`, shortened to fit); `None` when there is no test database (see [`url`]).
+    pub fn new(tag: &str) -> Option<TestSchema> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let url = url()?;
+        let counter = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos());
+        let suffix = format!("_{}_{counter}_{nanos}", std::process::id());
+        let tag: String = tag
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        // PostgreSQL keeps 63 bytes of a name; every character of `tag` is one ASCII byte now.
+        let room = 63usize.saturating_sub("t_".len() + suffix.len());
+        let name = format!("t_{}{suffix}", &tag[..tag.len().min(room)]);
+        Some(TestSchema { url, name })
+    }
+
+    /// The flags that point a `groundidx` command at this schema:
+    /// `--ledger URL --ledger-schema NAME`.
+    pub fn args(&self) -> [String; 4] {
+        [
+            "--ledger".to_string(),
+            self.url.clone(),
+            "--ledger-schema".to_string(),
+            self.name.clone(),
+        ]
+    }
+}
+
+impl Drop for TestSchema {
+    /// Drops the schema and everything in it; an error is printed, never raised.
+    fn drop(&mut self) {
+        let (url, name) = (self.url.clone(), self.name.clone());
+        // A thread of its own, so that dropping inside a Tokio runtime cannot panic.
+        let dropped = std::thread::spawn(move || -> Result<(), postgres::Error> {
+            let mut client = postgres::Client::connect(&url, postgres::NoTls)?;
+            client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))
+        })
+        .join();
+        match dropped {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => eprintln!("could not drop the test schema {}: {error}", self.name),
+            Err(_) => eprintln!("dropping the test schema {} panicked", self.name),
+        }
+    }
+}
+
+/// A connection to the database at `url`; panics, naming the URL and the error, when there is
+/// none.
+pub fn client(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls)
+        .unwrap_or_else(|error| panic!("cannot connect to PostgreSQL at {url}: {error}"))
+}
+
+/// `SELECT count(*) FROM "<schema>".<sql_after_from>`, for example
+/// `count(url, &schema.name, "chunks WHERE doc_id = 1")`; panics, naming the query, on an error.
+pub fn count(url: &str, schema: &str, sql_after_from: &str) -> i64 {
+    let sql = format!("SELECT count(*) FROM \"{schema}\".{sql_after_from}");
+    let row = client(url)
+        .query_one(sql.as_str(), &[])
+        .unwrap_or_else(|error| panic!("{sql}: {error}"));
+    row.get(0)
+}
