@@ -33,6 +33,44 @@ pub struct StatusReport {
     pub models: Vec<ModelStatus>,
 }
 
+/// The shared ledger a replica's store mirrors (`status --ledger`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SharedStatus {
+    /// The URL without its password, and the schema.
+    pub ledger: String,
+    pub generation: u64,
+    pub log_seq: u64,
+    pub log_floor_seq: u64,
+    /// This store's position in the shared log (`null`: not a mirror yet).
+    pub replica_log_seq: Option<u64>,
+    pub counts: crate::ledger::postgres::SharedCounts,
+    pub writer: crate::ledger::postgres::LeaseInfo,
+    pub consumers: Vec<crate::ledger::postgres::ConsumerRow>,
+}
+
+/// The shared ledger's side of `status`, with this store's position in it.
+pub fn shared_status(
+    dir: &Path,
+    shared: &crate::ledger::postgres::PgLedger,
+) -> Result<SharedStatus> {
+    let replica_log_seq = match store::open_ledger(dir) {
+        Ok(ledger) => ledger.replica_state()?.map(|state| state.log_seq),
+        Err(crate::error::Error::NoStore { .. }) => None,
+        Err(err) => return Err(err),
+    };
+    let meta = shared.meta()?;
+    Ok(SharedStatus {
+        ledger: shared.describe(),
+        generation: meta.generation,
+        log_seq: meta.log_seq,
+        log_floor_seq: meta.log_floor_seq,
+        replica_log_seq,
+        counts: shared.counts()?,
+        writer: shared.lease()?,
+        consumers: shared.consumers()?,
+    })
+}
+
 /// One embedding model of the store.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ModelStatus {

@@ -23,6 +23,10 @@ fn parse_max_age(text: &str) -> std::result::Result<std::time::Duration, String>
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     let dir = cli.store_dir();
     let report = status::status(&dir)?;
+    let shared = match cli.shared_ledger(false, 2)? {
+        Some(ledger) => Some(status::shared_status(&dir, &ledger)?),
+        None => None,
+    };
     let stale = args.max_age.map(|max_age| {
         let newest_allowed = groundidx::clock::now_ms() - max_age.as_millis() as i64;
         report
@@ -39,7 +43,11 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         ExitCode::Success
     };
     if cli.json {
-        output::json(&report)?;
+        let mut value = serde_json::to_value(&report).unwrap_or_default();
+        if let Some(shared) = &shared {
+            value["shared"] = serde_json::to_value(shared).unwrap_or_default();
+        }
+        output::json(&value)?;
         return Ok(code);
     }
     if cli.quiet {
@@ -71,6 +79,9 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     if let Some(problem) = &report.index_problem {
         output::line(format!("{:<12} {problem}", "index"))?;
     }
+    if let Some(shared) = &shared {
+        print_shared(shared)?;
+    }
     for model in &report.models {
         let place = model
             .description
@@ -93,4 +104,59 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         ))?;
     }
     Ok(code)
+}
+
+/// The shared ledger's lines of `status --ledger`.
+fn print_shared(shared: &status::SharedStatus) -> Result<()> {
+    let replica = match shared.replica_log_seq {
+        Some(seq) if seq >= shared.log_seq => format!("at log position {seq}, in step"),
+        Some(seq) => format!(
+            "at log position {seq}, {} behind (`groundidx sync`, or a server, catches up)",
+            shared.log_seq - seq
+        ),
+        None => "none in this store yet (`groundidx sync` makes it)".into(),
+    };
+    let writer = match &shared.writer.holder {
+        Some(holder) if shared.writer.expires_in_ms > 0 => format!(
+            "{holder}, epoch {}, {} s left",
+            shared.writer.epoch,
+            (shared.writer.expires_in_ms + 999) / 1000
+        ),
+        _ => format!("none (last epoch {})", shared.writer.epoch),
+    };
+    for (name, value) in [
+        ("shared", shared.ledger.clone()),
+        (
+            "  log",
+            format!(
+                "generation {}, position {} (kept from {})",
+                shared.generation, shared.log_seq, shared.log_floor_seq
+            ),
+        ),
+        ("  replica", replica),
+        ("  writer", writer),
+        (
+            "  calls",
+            format!(
+                "{} audit events, {} usage units, {} keys",
+                shared.counts.audit_events,
+                shared.counts.usage_units,
+                shared.counts.idempotency_keys
+            ),
+        ),
+    ] {
+        output::line(format!("{name:<12} {}", style::visible(&value)))?;
+    }
+    for consumer in &shared.consumers {
+        output::line(format!(
+            "{:<12} {} {} at position {} ({}, seen {} s ago)",
+            "  host",
+            style::visible(&consumer.host),
+            style::visible(&consumer.store_dir),
+            consumer.applied_seq,
+            consumer.state,
+            consumer.seen_seconds_ago
+        ))?;
+    }
+    Ok(())
 }

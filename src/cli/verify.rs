@@ -10,15 +10,27 @@ use crate::cli::{Cli, ExitCode};
 /// Check that the index holds exactly the ledger's chunk IDs, each once.
 ///
 /// Exit 0 when they are identical, 1 otherwise. A lag that the next writer's replay heals is
-/// reported apart from a real difference. Takes no lock and writes nothing.
+/// reported apart from a real difference. Takes no lock and writes nothing. With --ledger, the
+/// store's mirror is also compared with the shared ledger (a lag the next sync heals is told
+/// apart there too).
 #[derive(Debug, clap::Args)]
 pub struct Args {}
 
 pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
     let reader = StoreReader::open(&cli.store_dir())?;
     let report = verify::verify(&reader)?;
+    let replica = match cli.shared_ledger(false, 2)? {
+        Some(shared) => Some(verify::verify_replica(&reader, &shared)?),
+        None => None,
+    };
+    let identical = report.identical && replica.as_ref().is_none_or(|r| r.identical);
     if cli.json {
-        output::json(&report)?;
+        let mut value = serde_json::to_value(&report).unwrap_or_default();
+        if let Some(replica) = &replica {
+            value["replica"] = serde_json::to_value(replica).unwrap_or_default();
+            value["identical"] = identical.into();
+        }
+        output::json(&value)?;
     } else {
         output::line(format!(
             "ledger  {} chunks at generation {}",
@@ -60,15 +72,38 @@ pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
                 }
             }
         }
-        if report.identical {
+        if let Some(replica) = &replica {
+            output::line(format!(
+                "shared  generation {}, log position {} (this replica's: {})",
+                replica.ledger_generation, replica.ledger_log_seq, replica.replica_log_seq
+            ))?;
+            for (what, ids) in [
+                ("missing from the replica", &replica.missing_from_replica),
+                ("extra in the replica", &replica.extra_in_replica),
+            ] {
+                for id in ids {
+                    output::line(format!("{what}: {id}"))?;
+                }
+            }
+            if replica.lag_only {
+                output::line("the replica lags the shared ledger; its next sync heals it")?;
+            } else if !replica.identical {
+                output::line(
+                    "the replica differs from the shared ledger\nhint: remove the store folder and run `groundidx --ledger … sync`",
+                )?;
+            }
+        }
+        if identical {
             output::line("ok: identical")?;
+        } else if report.identical {
+            // Only the replica differs; said above.
         } else if report.lag_only || report.vectors.as_ref().is_some_and(|v| v.lag_only) {
             output::line("index lags the ledger; the next ingest or `groundidx rebuild` heals it")?;
         } else {
             output::line("differs\nhint: run `groundidx rebuild`")?;
         }
     }
-    Ok(if report.identical {
+    Ok(if identical {
         ExitCode::Success
     } else {
         ExitCode::Failure

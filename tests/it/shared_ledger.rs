@@ -618,3 +618,59 @@ fn a_server_picks_up_what_another_host_ingests() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn a_server_refuses_calls_it_cannot_record_while_the_ledger_is_down() {
+    let Some(cluster) = crate::support_pg::Cluster::start() else {
+        return;
+    };
+    let schema = TestSchema {
+        url: cluster.url.clone(),
+        name: "groundidx".into(),
+    };
+    let env = Env::sample();
+    Host::new(&env, "writer", &schema).ingest(&env.docs);
+    let server = serve_host(&env, &schema, "server", &[], &[]);
+    let search = r#"{"query": "rotate the signing key"}"#;
+    let key = |k: &'static str| [("Idempotency-Key", k)];
+    assert_eq!(
+        server
+            .post("/v1/tools/search_docs", &key("before"), search)
+            .status,
+        200
+    );
+
+    cluster.stop();
+    for headers in [&key("during")[..], &[]] {
+        let reply = server.post("/v1/tools/search_docs", headers, search);
+        assert_eq!(reply.status, 503, "{}", reply.body);
+        assert!(reply.body.contains("unavailable"), "{}", reply.body);
+    }
+    let health = server.get("/health");
+    assert_eq!(health.status, 200, "{}", health.body);
+
+    cluster.resume();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let reply = loop {
+        let reply = server.post("/v1/tools/search_docs", &key("during"), search);
+        if reply.status == 200 || std::time::Instant::now() > deadline {
+            break reply;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        reply.header("Idempotent-Replayed"),
+        None,
+        "executed, not replayed"
+    );
+    // Exactly the two answered calls are recorded, each once.
+    let keys: Vec<String> = client(&cluster.url)
+        .query("SELECT key FROM groundidx.audit_events ORDER BY key", &[])
+        .expect("audit rows")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(keys, ["before", "during"]);
+    assert_eq!(count(&cluster.url, "groundidx", "usage_events"), 2);
+}

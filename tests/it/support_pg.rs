@@ -108,3 +108,141 @@ pub fn count(url: &str, schema: &str, sql_after_from: &str) -> i64 {
         .unwrap_or_else(|error| panic!("{sql}: {error}"));
     row.get(0)
 }
+
+/// A PostgreSQL cluster of one test's own (for stopping and starting it under load): a temp
+/// folder with its data and its unix socket, the binaries from `GROUNDIDX_TEST_PG_BIN` (as
+/// `.ci/run` sets it) or Debian's PostgreSQL 15. Run as `postgres` when the tests run as root,
+/// since PostgreSQL refuses root. Stopped and removed on drop.
+pub struct Cluster {
+    dir: tempfile::TempDir,
+    bin: std::path::PathBuf,
+    /// `postgresql://postgres@<socket folder>/postgres`
+    pub url: String,
+}
+
+impl Cluster {
+    /// Starts a new cluster; `None` (a failure under CI) when PostgreSQL's binaries are missing.
+    pub fn start() -> Option<Cluster> {
+        let bin = std::env::var_os("GROUNDIDX_TEST_PG_BIN")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| "/usr/lib/postgresql/15/bin".into());
+        if !bin.join("pg_ctl").exists() {
+            crate::support::prerequisite_missing(&format!(
+                "PostgreSQL's binaries: no pg_ctl in {} (set GROUNDIDX_TEST_PG_BIN)",
+                bin.display()
+            ));
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("groundidx-pgc")
+            .tempdir_in("/tmp")
+            .expect("temp folder");
+        if is_root() {
+            let status = std::process::Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(dir.path())
+                .status()
+                .expect("chown");
+            assert!(status.success(), "chown the cluster folder to postgres");
+        }
+        let encoded = dir.path().to_string_lossy().replace('/', "%2F");
+        let cluster = Cluster {
+            url: format!("postgresql://postgres@{encoded}/postgres"),
+            bin,
+            dir,
+        };
+        cluster.pg(
+            "initdb",
+            &[
+                "-D",
+                &cluster.data(),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+            ],
+        );
+        cluster.resume();
+        Some(cluster)
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").to_string_lossy().into_owned()
+    }
+
+    /// A PostgreSQL tool's command, as `postgres` when the tests run as root.
+    fn tool(&self, tool: &str) -> std::process::Command {
+        let program = self.bin.join(tool);
+        let mut command = if is_root() {
+            let mut command = std::process::Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(&program);
+            command
+        } else {
+            std::process::Command::new(&program)
+        };
+        command.current_dir("/");
+        command
+    }
+
+    fn pg(&self, tool: &str, args: &[&str]) {
+        let output = self
+            .tool(tool)
+            .args(args)
+            .output()
+            .expect("run a PostgreSQL tool");
+        assert!(
+            output.status.success(),
+            "{tool} {args:?} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Starts the server (again), waiting until it accepts connections.
+    pub fn resume(&self) {
+        let options = format!(
+            "-c listen_addresses='' -k {} -c fsync=off",
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("log").to_string_lossy().into_owned();
+        self.pg(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.data(),
+                "-l",
+                &log,
+                "-w",
+                "-o",
+                &options,
+                "start",
+            ],
+        );
+    }
+
+    /// Stops the server at once, as a crash would (`-m immediate`).
+    pub fn stop(&self) {
+        self.pg(
+            "pg_ctl",
+            &["-D", &self.data(), "-m", "immediate", "-w", "stop"],
+        );
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // Already stopped is fine; the folder goes with `dir`.
+        let _ = self
+            .tool("pg_ctl")
+            .args(["-D", &self.data(), "-m", "immediate", "-w", "stop"])
+            .output();
+    }
+}
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
+}

@@ -47,6 +47,20 @@ pub enum Pulled {
     Behind(SharedMeta),
 }
 
+/// One mirror as the shared ledger knows it, for `status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ConsumerRow {
+    pub consumer_id: String,
+    pub host: String,
+    pub store_dir: String,
+    /// `active`, or `stale` (silent past the log's retention: it bootstraps when back).
+    pub state: String,
+    pub applied_seq: u64,
+    pub applied_generation: u64,
+    /// Seconds since it last reported.
+    pub seen_seconds_ago: u64,
+}
+
 /// Counts for `status`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct SharedCounts {
@@ -410,6 +424,68 @@ impl PgLedger {
                 .get(0);
             tx.commit().await?;
             Ok(floor as u64)
+        })
+    }
+
+    /// Every chunk ID the shared ledger holds, the IDs its log names after `after_seq`, and its
+    /// counters, from one snapshot: for `verify` of a replica.
+    pub fn chunk_ids_since(
+        &self,
+        after_seq: u64,
+    ) -> Result<(Vec<ChunkId>, Vec<ChunkId>, SharedMeta)> {
+        self.run("read the shared chunk IDs", Budget::Command, async |conn| {
+            let tx = conn
+                .build_transaction()
+                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await?;
+            let meta = meta_of(
+                &tx.query_one(
+                    "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch
+                       FROM ledger_meta WHERE id = 1",
+                    &[],
+                )
+                .await?,
+            );
+            let ids = |rows: Vec<tokio_postgres::Row>| -> Result<Vec<ChunkId>> {
+                rows.into_iter().map(|row| chunk_id(row.get(0))).collect()
+            };
+            let all = ids(tx
+                .query("SELECT chunk_id FROM chunks ORDER BY chunk_id", &[])
+                .await?)?;
+            let changed = ids(tx
+                .query(
+                    "SELECT DISTINCT chunk_id FROM chunk_log WHERE seq > $1",
+                    &[&(after_seq as i64)],
+                )
+                .await?)?;
+            Ok((all, changed, meta))
+        })
+    }
+
+    /// Every registered mirror.
+    pub fn consumers(&self) -> Result<Vec<ConsumerRow>> {
+        self.run("read the consumers", Budget::Command, async |conn| {
+            Ok(conn
+                .query(
+                    "SELECT consumer_id, host, store_dir, state, applied_seq, applied_generation,
+                            greatest(0, extract(epoch FROM clock_timestamp() - last_seen))::bigint
+                       FROM consumers ORDER BY host, store_dir",
+                    &[],
+                )
+                .await?
+                .iter()
+                .map(|row| ConsumerRow {
+                    consumer_id: row.get(0),
+                    host: row.get(1),
+                    store_dir: row.get(2),
+                    state: row.get(3),
+                    applied_seq: row.get::<_, i64>(4) as u64,
+                    applied_generation: row.get::<_, i64>(5) as u64,
+                    seen_seconds_ago: row.get::<_, i64>(6) as u64,
+                })
+                .collect())
         })
     }
 

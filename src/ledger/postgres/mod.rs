@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 
 pub use keys::SharedCall;
 pub use lease::{LeaseGrant, LeaseInfo, lease_busy};
-pub use log::{Pulled, SharedCounts, SharedMeta};
+pub use log::{ConsumerRow, Pulled, SharedCounts, SharedMeta};
 pub use schema::{MigrateReport, PG_SCHEMA_VERSION};
 
 /// How a shared ledger is reached.
