@@ -43,6 +43,7 @@ pub const CRASH_POINTS: &[&str] = &[
     "replica.after_mirror_commit",
     "bootstrap.before_commit",
     "bootstrap.after_commit",
+    "spool.after_forward",
     "replica.before_progress",
     "shared.before_commit",
     "ledger.before_commit",

@@ -225,6 +225,9 @@ pub struct CallResponse {
     pub key: String,
     pub key_source: KeySource,
     pub index_generation: u64,
+    /// Answered while the shared ledger could not be reached: recorded in this host's spool,
+    /// forwarded to the shared ledger once it answers again.
+    pub read_only: bool,
 }
 
 /// Why a call got no answer. None of these writes anything.
@@ -342,6 +345,8 @@ pub struct Agent {
     /// The shared ledger that records keyed calls for every host, and this host's name in its
     /// audit rows; `None`: the store's own ledger records them.
     shared: Option<(PgLedger, String)>,
+    /// Since when (ms) and why the shared ledger could not be reached, while it cannot.
+    unreachable: Mutex<Option<(i64, String)>>,
 }
 
 /// The most read-only connections the agent path opens for lookups and quotas.
@@ -390,6 +395,7 @@ impl Agent {
             config,
             query_model: std::sync::OnceLock::new(),
             shared: None,
+            unreachable: Mutex::new(None),
         })
     }
 
@@ -399,6 +405,42 @@ impl Agent {
     pub fn with_shared_ledger(mut self, shared: PgLedger, served_by: String) -> Agent {
         self.shared = Some((shared, served_by));
         self
+    }
+
+    /// Whether the shared ledger answered the last time it was asked: `Err` says since when
+    /// (ms) and why not. Always `Ok` without a shared ledger.
+    pub fn ledger_reachable(&self) -> std::result::Result<(), (i64, String)> {
+        match &*self.unreachable.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(problem) => Err(problem.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Records whether the shared ledger answered (a sync step, or a call): while it does not,
+    /// caller-keyed calls are refused at once and unkeyed ones answered from the replica and
+    /// spooled.
+    pub fn note_ledger(&self, outcome: std::result::Result<(), &Error>) {
+        let mut state = self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
+        match outcome {
+            Ok(()) => *state = None,
+            Err(err) if is_unreachable(err) => {
+                if state.is_none() {
+                    tracing::warn!(error = %err, "the shared ledger cannot be reached: read-only until it answers");
+                    *state = Some((crate::clock::now_ms(), err.to_string()));
+                }
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// The error a caller-keyed call gets while the shared ledger cannot be reached.
+    fn refuse_unrecordable(&self) -> Result<(), CallError> {
+        match self.ledger_reachable() {
+            Ok(()) => Ok(()),
+            Err((_, why)) => Err(CallError::Unavailable(format!(
+                "the shared ledger cannot be reached, so this call could not be recorded; retry with the same key ({why})"
+            ))),
+        }
     }
 
     /// Sets the model that embeds queries, for this reader and every one opened later.
@@ -495,7 +537,12 @@ impl Agent {
         let mut late = false;
         if key_source == KeySource::Caller {
             let lookup = match &self.shared {
-                Some((shared, _)) => shared.lookup_key(&call.scope, &key).map_err(unavailable)?,
+                Some((shared, _)) => {
+                    self.refuse_unrecordable()?;
+                    let found = shared.lookup_key(&call.scope, &key);
+                    self.note_ledger(found.as_ref().map(|_| ()));
+                    found.map_err(unavailable)?
+                }
                 None => self.with_reads(|ledger| ledger.lookup_key(&call.scope, &key))?,
             };
             match self.settle(lookup, &fingerprint, &key)? {
@@ -538,25 +585,50 @@ impl Agent {
             window_secs: limit.window_secs,
             quota: limit.units,
         };
+        let mut read_only = false;
         let (outcome, now_ms) = match &self.shared {
+            // An unkeyed call while the shared ledger is away: answered from the replica, its
+            // rows spooled in this host's mirror (and limited by this host's count meanwhile).
+            Some(_) if key_source == KeySource::Server && self.ledger_reachable().is_err() => {
+                read_only = true;
+                (
+                    self.with_writes(|ledger| ledger.record_call(&new_call, cancelled))?,
+                    now_ms,
+                )
+            }
             // The database's clock decides the window and the expiry.
-            Some((shared, served_by)) => shared
-                .record_call(
+            Some((shared, served_by)) => {
+                let recorded = shared.record_call(
                     &new_call,
                     SharedCall {
                         ttl_ms: self.config.ttl_ms,
                         served_by,
                     },
                     cancelled,
-                )
-                .map_err(unavailable)?,
+                );
+                self.note_ledger(recorded.as_ref().map(|_| ()));
+                match recorded {
+                    Ok(recorded) => recorded,
+                    Err(err) if key_source == KeySource::Server && is_unreachable(&err) => {
+                        read_only = true;
+                        (
+                            self.with_writes(|ledger| ledger.record_call(&new_call, cancelled))?,
+                            now_ms,
+                        )
+                    }
+                    Err(err) => return Err(unavailable(err)),
+                }
+            }
             None => (
                 self.with_writes(|ledger| ledger.record_call(&new_call, cancelled))?,
                 now_ms,
             ),
         };
         match outcome {
-            RecordOutcome::Recorded => Ok(fresh(answer, Replayed::No, key, key_source)),
+            RecordOutcome::Recorded => Ok(CallResponse {
+                read_only,
+                ..fresh(answer, Replayed::No, key, key_source)
+            }),
             RecordOutcome::Cancelled => Err(CallError::Cancelled),
             RecordOutcome::OverQuota => Err(CallError::RateLimited {
                 retry_after_seconds: seconds_to_reset(now_ms, limit.window_secs),
@@ -633,10 +705,10 @@ impl Agent {
     pub fn quota(&self, scope: &str, now_ms: i64) -> Result<QuotaState, CallError> {
         let limit = self.config.rate_limit;
         let (used, now_ms) = match &self.shared {
-            Some((shared, _)) => shared
+            Some((shared, _)) if self.ledger_reachable().is_ok() => shared
                 .units_used(scope, limit.window_secs)
                 .map_err(unavailable)?,
-            None => (
+            _ => (
                 self.with_reads(|ledger| {
                     ledger.units_used(scope, window_start(now_ms, limit.window_secs))
                 })?,
@@ -698,6 +770,7 @@ fn replay(record: KeyRecord, key: &str) -> CallResponse {
         key: key.to_string(),
         key_source: KeySource::Caller,
         index_generation: record.index_generation,
+        read_only: false,
     }
 }
 
@@ -714,7 +787,20 @@ fn fresh(
         key,
         key_source,
         index_generation: answer.index_generation,
+        read_only: false,
     }
+}
+
+/// A shared-ledger error that says it could not be reached (or not in time), rather than that
+/// it refused the call.
+fn is_unreachable(err: &Error) -> bool {
+    matches!(
+        err,
+        Error::Shared {
+            retryable: true,
+            ..
+        }
+    )
 }
 
 fn unavailable(err: Error) -> CallError {

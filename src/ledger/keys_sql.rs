@@ -308,3 +308,79 @@ fn units_in(conn: &rusqlite::Connection, scope: &str, window_start: i64) -> Resu
     .map(|n| n as u64)
     .map_err(sql_error("read usage"))
 }
+
+/// A call answered while the shared ledger could not be reached, as this host's mirror spooled
+/// it: its audit row and usage unit, to forward.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpooledCall {
+    pub scope: String,
+    pub key: String,
+    pub key_source: String,
+    pub tool: String,
+    pub fingerprint: Vec<u8>,
+    pub arguments: String,
+    pub outcome: String,
+    pub n_hits: i64,
+    pub index_generation: i64,
+    pub created_at: i64,
+    pub window_start: i64,
+    pub window_secs: i64,
+}
+
+impl Ledger {
+    /// Up to `limit` spooled calls, oldest first (a mirror records calls only while its shared
+    /// ledger is away, so every audit row it holds is one).
+    pub fn spooled_calls(&self, limit: usize) -> Result<Vec<SpooledCall>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT a.scope, a.key, a.key_source, a.tool, a.fingerprint, a.arguments,
+                        a.outcome, a.n_hits, a.index_generation, a.created_at,
+                        coalesce(u.window_start, 0), coalesce(u.window_secs, 0)
+                 FROM audit_events a
+                 LEFT JOIN usage_events u ON u.scope = a.scope AND u.key = a.key
+                 ORDER BY a.event_id LIMIT ?1",
+            )
+            .map_err(sql_error("read spooled calls"))?;
+        let rows = stmt
+            .query_map([limit as i64], |row| {
+                Ok(SpooledCall {
+                    scope: row.get(0)?,
+                    key: row.get(1)?,
+                    key_source: row.get(2)?,
+                    tool: row.get(3)?,
+                    fingerprint: row.get(4)?,
+                    arguments: row.get(5)?,
+                    outcome: row.get(6)?,
+                    n_hits: row.get(7)?,
+                    index_generation: row.get(8)?,
+                    created_at: row.get(9)?,
+                    window_start: row.get(10)?,
+                    window_secs: row.get(11)?,
+                })
+            })
+            .map_err(sql_error("read spooled calls"))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(sql_error("read spooled calls"))
+    }
+
+    /// Removes spooled calls the shared ledger now holds, in one transaction.
+    pub fn remove_spooled(&mut self, calls: &[SpooledCall]) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql_error("remove spooled calls"))?;
+        for call in calls {
+            for sql in [
+                "DELETE FROM audit_events WHERE scope = ?1 AND key = ?2",
+                "DELETE FROM usage_events WHERE scope = ?1 AND key = ?2",
+                "DELETE FROM idempotency_keys WHERE scope = ?1 AND key = ?2",
+            ] {
+                tx.prepare_cached(sql)
+                    .and_then(|mut stmt| stmt.execute(params![call.scope, call.key]))
+                    .map_err(sql_error("remove spooled calls"))?;
+            }
+        }
+        tx.commit().map_err(sql_error("remove spooled calls"))
+    }
+}

@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::ids::{ChunkId, DocHash, Generation};
 use crate::walk::FileStat;
 
-pub use keys_sql::{AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, UsageRow};
+pub use keys_sql::{AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow};
 pub use mirror::{
     ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, ReplicaState, RunRow, SourceRow,
 };

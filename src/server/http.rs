@@ -217,11 +217,20 @@ fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
 
 async fn health(State(state): State<Arc<HttpState>>) -> Response {
     let agent = state.agent.clone();
-    let generation = tokio::task::spawn_blocking(move || agent.generation().ok())
-        .await
-        .ok()
-        .flatten();
-    axum::Json(json!({"status": "ok", "generation": generation})).into_response()
+    let (generation, ledger) =
+        tokio::task::spawn_blocking(move || (agent.generation().ok(), agent.ledger_reachable()))
+            .await
+            .unwrap_or((None, Ok(())));
+    // A host that cannot reach its shared ledger still searches its replica: 200, read-only.
+    match ledger {
+        Ok(()) => axum::Json(json!({"status": "ok", "generation": generation})).into_response(),
+        Err((since, error)) => axum::Json(json!({
+            "status": "read_only",
+            "generation": generation,
+            "ledger": {"reachable": false, "since": clock::rfc3339(since), "error": error},
+        }))
+        .into_response(),
+    }
 }
 
 /// The page every problem `type` points into.
@@ -348,6 +357,11 @@ async fn call_tool(
                 response
                     .headers_mut()
                     .insert("idempotent-replayed", HeaderValue::from_static("true"));
+            }
+            if answer.read_only {
+                response
+                    .headers_mut()
+                    .insert("groundidx-read-only", HeaderValue::from_static("1"));
             }
             response
         }

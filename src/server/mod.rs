@@ -66,15 +66,21 @@ fn open_agent(
 
 /// Keeps the replica in step with the shared ledger: one sync step a second (skipped while
 /// another process of this host writes the store; an error is logged and tried again).
-fn spawn_syncer(store_dir: PathBuf, shared: SharedServing) {
+fn spawn_syncer(store_dir: PathBuf, shared: SharedServing, agent: Arc<Agent>) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(SYNC_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let (dir, shared) = (store_dir.clone(), shared.clone());
+            let (dir, shared, agent) = (store_dir.clone(), shared.clone(), agent.clone());
             let synced = tokio::task::spawn_blocking(move || {
-                sync_replica(&dir, LockWait::NoWait, shared.store, &shared.ledger)
+                let synced = sync_replica(&dir, LockWait::NoWait, shared.store, &shared.ledger);
+                // A sync that reached the ledger ends a read-only spell within a second.
+                match &synced {
+                    Ok(_) => agent.note_ledger(Ok(())),
+                    Err(err) => agent.note_ledger(Err(err)),
+                }
+                synced
             })
             .await;
             match synced {
@@ -167,7 +173,7 @@ pub fn serve_stdio(
     runtime()?.block_on(async move {
         spawn_reloader(agent.clone());
         if let Some(shared) = shared {
-            spawn_syncer(store_dir.to_path_buf(), shared);
+            spawn_syncer(store_dir.to_path_buf(), shared, agent.clone());
         }
         let handler = mcp::Handler {
             agent,
@@ -297,10 +303,10 @@ pub fn serve_http(
         metrics: Arc::new(metrics::Metrics::default()),
     });
     runtime()?.block_on(async move {
-        spawn_reloader(agent);
         if let Some(shared) = &config.shared {
-            spawn_syncer(store_dir.to_path_buf(), shared.clone());
+            spawn_syncer(store_dir.to_path_buf(), shared.clone(), agent.clone());
         }
+        spawn_reloader(agent);
         if let Some(reindex) = &config.reindex {
             spawn_reindexer(store_dir.to_path_buf(), reindex.clone(), on_reindex);
         }

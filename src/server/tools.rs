@@ -215,11 +215,15 @@ pub fn mcp_result(response: &CallResponse) -> CallToolResult {
         CallToolResult::success(vec![ContentBlock::text(response.body.clone())])
     };
     result.structured_content = Some(structured);
-    result.with_meta(Some(result_meta(
+    let mut meta = result_meta(
         Some(&response.key),
         Some(response.replayed),
         Some(response.key_source.as_str()),
-    )))
+    );
+    if response.read_only {
+        meta.insert("groundidx/readOnly".into(), json!(true));
+    }
+    result.with_meta(Some(meta))
 }
 
 /// A refused call as an MCP tool error the model can read and act on: the same shape as an

@@ -292,6 +292,7 @@ pub fn sync_replica(
         .replica_state()?
         .ok_or_else(|| Error::Inconsistent("a synced mirror has no replica state".into()))?;
     let generation: Generation = store.ledger.generation()?;
+    forward_spool(&mut store.ledger, shared)?;
     store.close()?;
     crate::crash::crash_point("replica.before_progress");
     shared.report_progress(
@@ -306,6 +307,26 @@ pub fn sync_replica(
         generation: generation.0,
         log_seq: state.log_seq,
     })
+}
+
+/// Forwards the calls this host answered while the shared ledger was away, then removes them
+/// from the spool. A kill between the two forwards them again, and their `(scope, key)` keeps
+/// one row each.
+fn forward_spool(mirror: &mut Ledger, shared: &PgLedger) -> Result<()> {
+    let served_by = format!("{}/spool", hostname());
+    loop {
+        let calls = mirror.spooled_calls(1_000)?;
+        if calls.is_empty() {
+            return Ok(());
+        }
+        shared.forward_calls(&calls, &served_by)?;
+        crate::crash::crash_point("spool.after_forward");
+        mirror.remove_spooled(&calls)?;
+        tracing::info!(
+            calls = calls.len(),
+            "forwarded calls answered while the shared ledger was away"
+        );
+    }
 }
 
 /// This store's ID as a consumer of the shared log: a UUID kept in `<store>/host.id`.

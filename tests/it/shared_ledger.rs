@@ -28,6 +28,7 @@ pub const SHARED_POINTS: &[&str] = &[
     "replica.before_progress",
     "bootstrap.before_commit",
     "bootstrap.after_commit",
+    "spool.after_forward",
 ];
 
 /// One host: a store folder of its own, pointed at the shared schema.
@@ -620,7 +621,7 @@ fn a_server_picks_up_what_another_host_ingests() {
 }
 
 #[test]
-fn a_server_refuses_calls_it_cannot_record_while_the_ledger_is_down() {
+fn a_server_without_its_ledger_refuses_keyed_calls_and_spools_the_rest() {
     let Some(cluster) = crate::support_pg::Cluster::start() else {
         return;
     };
@@ -641,13 +642,32 @@ fn a_server_refuses_calls_it_cannot_record_while_the_ledger_is_down() {
     );
 
     cluster.stop();
-    for headers in [&key("during")[..], &[]] {
-        let reply = server.post("/v1/tools/search_docs", headers, search);
-        assert_eq!(reply.status, 503, "{}", reply.body);
-        assert!(reply.body.contains("unavailable"), "{}", reply.body);
-    }
+    // A keyed call cannot be recorded, so it is refused: never an answer without its row.
+    let refused = server.post("/v1/tools/search_docs", &key("during"), search);
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(refused.body.contains("unavailable"), "{}", refused.body);
+    // An unkeyed call is answered from the replica, flagged, and spooled on this host.
+    let answered = server.post("/v1/tools/search_docs", &[], search);
+    assert_eq!(answered.status, 200, "{}", answered.body);
+    assert_eq!(answered.header("groundidx-read-only"), Some("1"));
+    let spooled_key = answered
+        .header("Idempotency-Key")
+        .expect("the server's key")
+        .to_string();
     let health = server.get("/health");
     assert_eq!(health.status, 200, "{}", health.body);
+    let health: Value = serde_json::from_str(&health.body).expect("JSON");
+    assert_eq!(health["status"], "read_only", "{health}");
+    assert_eq!(health["ledger"]["reachable"], false, "{health}");
+    // Refused at once while read-only, not after a retry budget.
+    let started = std::time::Instant::now();
+    assert_eq!(
+        server
+            .post("/v1/tools/search_docs", &key("during"), search)
+            .status,
+        503
+    );
+    assert!(started.elapsed() < Duration::from_millis(1_500));
 
     cluster.resume();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -664,13 +684,74 @@ fn a_server_refuses_calls_it_cannot_record_while_the_ledger_is_down() {
         None,
         "executed, not replayed"
     );
-    // Exactly the two answered calls are recorded, each once.
-    let keys: Vec<String> = client(&cluster.url)
-        .query("SELECT key FROM groundidx.audit_events ORDER BY key", &[])
-        .expect("audit rows")
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    assert_eq!(keys, ["before", "during"]);
-    assert_eq!(count(&cluster.url, "groundidx", "usage_events"), 2);
+    assert_eq!(reply.header("groundidx-read-only"), None);
+    // The answered calls are recorded once each, the spooled one forwarded by the next sync.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let keys: Vec<String> = client(&cluster.url)
+            .query(
+                "SELECT key FROM groundidx.audit_events ORDER BY event_id",
+                &[],
+            )
+            .expect("audit rows")
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        if keys.len() == 3 {
+            let mut keys = keys;
+            keys.sort();
+            let mut expected = vec!["before".to_string(), "during".into(), spooled_key.clone()];
+            expected.sort();
+            assert_eq!(keys, expected);
+            break;
+        }
+        assert!(keys.len() < 3, "{keys:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the spooled call never reached the shared ledger: {keys:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(count(&cluster.url, "groundidx", "usage_events"), 3);
+    assert_eq!(server.get("/health").status, 200);
+}
+
+#[test]
+fn a_spooled_call_forwarded_twice_is_recorded_once() {
+    let Some(cluster) = crate::support_pg::Cluster::start() else {
+        return;
+    };
+    let schema = TestSchema {
+        url: cluster.url.clone(),
+        name: "groundidx".into(),
+    };
+    let env = Env::sample();
+    Host::new(&env, "writer", &schema).ingest(&env.docs);
+    let server = serve_host(&env, &schema, "server", &[], &[]);
+    cluster.stop();
+    let answered = server.post("/v1/tools/search_docs", &[], r#"{"query": "backups"}"#);
+    assert_eq!(answered.status, 200, "{}", answered.body);
+    assert_eq!(answered.header("groundidx-read-only"), Some("1"));
+    drop(server);
+    cluster.resume();
+    // Killed after the shared ledger took the spool, before the spool was emptied: forwarded
+    // again by the next sync, and still one row.
+    let host = Host::new(&env, "server", &schema);
+    crash(&host, &["sync"], "spool.after_forward");
+    host.sync();
+    host.sync();
+    assert_eq!(
+        count(
+            &cluster.url,
+            "groundidx",
+            "audit_events WHERE key_source = 'server'"
+        ),
+        1
+    );
+    assert_eq!(count(&cluster.url, "groundidx", "usage_events"), 1);
+    let spool: i64 = rusqlite::Connection::open(host.store.join("ledger.sqlite"))
+        .expect("open the mirror")
+        .query_row("SELECT count(*) FROM audit_events", [], |row| row.get(0))
+        .expect("count the spool");
+    assert_eq!(spool, 0, "the spool is empty once forwarded");
 }

@@ -10,7 +10,9 @@
 use crate::clock;
 use crate::crash::crash_point;
 use crate::error::Result;
-use crate::ledger::keys_sql::{AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, UsageRow};
+use crate::ledger::keys_sql::{
+    AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow,
+};
 use crate::ledger::postgres::{Budget, PgError, PgLedger};
 
 /// What a shared `record_call` adds to the call: how long its key lives and which host answered.
@@ -225,6 +227,54 @@ impl PgLedger {
             .await?;
             tx.commit().await?;
             Ok(n)
+        })
+    }
+
+    /// Writes calls a host answered while this ledger was away (its spool), each once however
+    /// often forwarded: their audit rows and usage units, under their own times.
+    pub fn forward_calls(&self, calls: &[SpooledCall], served_by: &str) -> Result<()> {
+        self.run("forward spooled calls", Budget::Command, async |conn| {
+            let tx = conn.transaction().await?;
+            for call in calls {
+                tx.execute(
+                    "INSERT INTO audit_events (scope, key, key_source, tool, fingerprint,
+                         arguments, outcome, n_hits, index_generation, created_at, served_by)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                     ON CONFLICT (scope, key) DO NOTHING",
+                    &[
+                        &call.scope,
+                        &call.key,
+                        &call.key_source,
+                        &call.tool,
+                        &call.fingerprint,
+                        &call.arguments,
+                        &call.outcome,
+                        &call.n_hits,
+                        &call.index_generation,
+                        &call.created_at,
+                        &served_by,
+                    ],
+                )
+                .await?;
+                if call.window_secs > 0 {
+                    tx.execute(
+                        "INSERT INTO usage_events (scope, key, units, window_start, window_secs,
+                                                   created_at)
+                         VALUES ($1, $2, 1, $3, $4, $5)
+                         ON CONFLICT (scope, key) DO NOTHING",
+                        &[
+                            &call.scope,
+                            &call.key,
+                            &call.window_start,
+                            &call.window_secs,
+                            &call.created_at,
+                        ],
+                    )
+                    .await?;
+                }
+            }
+            tx.commit().await?;
+            Ok(())
         })
     }
 
