@@ -18,6 +18,7 @@ rounds=${ROUNDS:-3} seconds=${SECONDS_EACH:-5}
 pg_bin=${GROUNDIDX_TEST_PG_BIN:-/usr/lib/postgresql/15/bin}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/groundidx-shared-bench.XXXXXX)
+chmod 755 "$work"   # the postgres user reaches its folder through it
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 pids=()
 cleanup() {
@@ -35,7 +36,7 @@ url="postgresql://postgres@${work//\//%2F}%2Fpg/postgres"
 psql_() { "$pg_bin/psql" -X -q -At "$url" "$@"; }
 
 now() { date +%s.%N; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+median() { sort -g | awk '{a[NR]=$1} END {printf "%.4f\n", (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 record() { echo "$1 $2" >>"$work/results"; }   # name value
 value() { awk -v n="$1" '$1 == n {print $2}' "$work/results" | median; }
 
@@ -145,12 +146,13 @@ cold_sqlite=$(value cold_sqlite_s) cold_pg=$(value cold_pg_s)
 bootstrap=$(value bootstrap_s) pull=$(value pull_s) pull_rows=$(value pull_rows)
 keyed_sqlite=$(value keyed_sqlite_rps) keyed_pg=$(value keyed_pg_rps) bare=$(value bare_pg_tps)
 h1=$(value hosts_1_rps) h2=$(value hosts_2_rps) h3=$(value hosts_3_rps)
-ratio() { echo "scale=2; $1 / $2" | bc; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+per_s() { awk -v n="$1" -v s="$2" 'BEGIN {printf "%.0f", n / s}'; }
 cat <<EOF
 shared ledger on $(basename "$2"), $chunks chunks; medians of $rounds rounds; PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') on this machine
-cold ingest         SQLite ${cold_sqlite} s, PostgreSQL ${cold_pg} s ($(ratio "$cold_pg" "$cold_sqlite")x), $(echo "$chunks / $cold_pg" | bc) chunks/s
-replica bootstrap   ${bootstrap} s, $(echo "$chunks / $bootstrap" | bc) chunks/s
-replica pull        ${pull} s for ${pull_rows} logged chunks
+cold ingest         SQLite ${cold_sqlite} s, PostgreSQL ${cold_pg} s ($(ratio "$cold_pg" "$cold_sqlite")x), $(per_s "$chunks" "$cold_pg") chunks/s
+replica bootstrap   ${bootstrap} s, $(per_s "$chunks" "$bootstrap") chunks/s
+replica pull        ${pull} s for ${pull_rows} logged chunks ($(per_s "$pull_rows" "$pull") chunks/s)
 keyed calls/s       SQLite server ${keyed_sqlite}, PostgreSQL server ${keyed_pg}, bare PostgreSQL tx ${bare} ($(ratio "$keyed_pg" "$bare")x bare)
 keyed searches/s    1 host ${h1}, 2 hosts ${h2} ($(ratio "$h2" "$h1")x), 3 hosts ${h3} ($(ratio "$h3" "$h1")x)
 EOF
