@@ -10,14 +10,26 @@ use crate::cli::{Cli, ExitCode};
 ///
 /// Audit and usage rows stay, so a very late retry is still neither logged nor counted twice.
 /// Without gc a vector is kept forever, so text that comes back is never embedded again.
+///
+/// With --ledger, the shared ledger's expired keys and old quota windows instead, and its change
+/// log below the slowest replica; a replica silent for --log-retention no longer holds the log
+/// back, and copies a whole snapshot when it is back.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// With --ledger: how long a silent replica holds the shared log back (1h, 7d)
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = parse_retention)]
+    pub log_retention: std::time::Duration,
+}
 
-pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
+fn parse_retention(text: &str) -> std::result::Result<std::time::Duration, String> {
+    groundidx::keys::parse_duration(text)
+}
+
+pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     if let Some(shared) = cli.shared_ledger(false, 2)? {
         // Keys expire by the database's clock; the log goes below the slowest active replica.
         let removed = shared.prune_keys()?;
-        let floor = shared.prune_log(groundidx::store::LOG_RETENTION_SECS)?;
+        let floor = shared.prune_log(args.log_retention.as_secs())?;
         if cli.json {
             output::json(&serde_json::json!({
                 "keys_removed": removed,

@@ -470,6 +470,9 @@ impl Store {
     /// gives its lease back.
     pub fn close(mut self) -> Result<()> {
         self.settle()?;
+        if let Err(err) = self.report_progress() {
+            tracing::warn!(error = %err, "could not record this mirror's position in the shared ledger");
+        }
         if let Some(shared) = self.shared.take() {
             if let Err(err) = shared.ledger.prune_log(shared::LOG_RETENTION_SECS) {
                 tracing::warn!(error = %err, "could not prune the shared log; the next writer does");

@@ -216,7 +216,27 @@ impl Store {
             _ => store.catch_up()?,
         };
         store.sync_vectors()?;
+        store.report_progress()?;
         Ok((store, caught_up))
+    }
+
+    /// Records in the shared ledger how far this store's mirror is, so the log is kept for it
+    /// (a writer's mirror is a consumer like a server's: pruning past it would cost it a
+    /// snapshot at its next run).
+    pub(crate) fn report_progress(&self) -> Result<()> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let Some(state) = self.ledger.replica_state()? else {
+            return Ok(());
+        };
+        shared.ledger.report_progress(
+            &host_id(&self.paths.dir)?,
+            &hostname(),
+            &self.paths.dir.display().to_string(),
+            &state,
+            self.ledger.generation()?,
+        )
     }
 
     /// The lease this store writes under, when it mirrors a shared ledger.

@@ -755,3 +755,43 @@ fn a_spooled_call_forwarded_twice_is_recorded_once() {
         .expect("count the spool");
     assert_eq!(spool, 0, "the spool is empty once forwarded");
 }
+
+#[test]
+fn a_replica_the_log_no_longer_reaches_copies_a_snapshot() {
+    let Some(schema) = schema("far_behind") else {
+        return;
+    };
+    let env = Env::sample();
+    let writer = Host::new(&env, "writer", &schema);
+    let away = Host::new(&env, "away", &schema);
+    writer.ingest(&env.docs);
+    away.sync();
+    edit(&env);
+    writer.ingest(&env.docs);
+    // The writer's close kept the log for the registered replica.
+    assert_eq!(away.sync()["mirror"], "pulled");
+    env.write("later.md", "# Later\n\nWritten while a replica was away.\n");
+    writer.ingest(&env.docs);
+    let (_, head) = counters(&schema);
+    // Silent past the retention: marked stale, and the log goes past it.
+    let gc = writer.json(&["gc", "--log-retention", "0s", "--json"]);
+    assert_eq!(gc["log_floor"].as_i64(), Some(head), "{gc}");
+    let state = |host: &Host<'_>| -> String {
+        client(&schema.url)
+            .query_one(
+                format!(
+                    "SELECT state FROM \"{}\".consumers WHERE store_dir = $1",
+                    schema.name
+                )
+                .as_str(),
+                &[&host.store.display().to_string()],
+            )
+            .expect("the consumer row")
+            .get(0)
+    };
+    assert_eq!(state(&away), "stale");
+    assert_eq!(count(&schema.url, &schema.name, "chunk_log"), 0);
+    assert_eq!(away.sync()["mirror"], "bootstrapped");
+    assert_eq!(state(&away), "active");
+    assert_all_equal_clean(&env, &schema, &[&writer, &away]);
+}
