@@ -90,9 +90,6 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     if shared.is_some() && args.watch {
         cli.refuse_shared("ingest --watch")?;
     }
-    if shared.is_some() && config.embed.is_some() {
-        cli.refuse_shared("embedding (--embed-model, --embed-url)")?;
-    }
     if args.watch {
         return watch(cli, args, config, &interrupt);
     }

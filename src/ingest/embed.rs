@@ -150,16 +150,14 @@ fn embed_store(
                 message: "its files changed while it was being loaded\nhint: run again".into(),
             });
         }
-        store.ledger_mut().register_model(
+        store.register_model(
             &fingerprint,
             &model.describe(),
             model.dims(),
             clock::now_ms(),
         )?;
         if store.ledger().active_model()?.is_none() {
-            store
-                .ledger_mut()
-                .activate_model(&fingerprint, clock::now_ms())?;
+            store.activate_model(&fingerprint, clock::now_ms())?;
         }
         progress.phase("embed", missing);
         let paged = embed_pages(
@@ -188,18 +186,14 @@ fn embed_store(
         .is_some_and(|m| m.fingerprint == fingerprint);
     if !is_active && after.vectors == after.chunks && after.chunks > 0 {
         tracing::info!(model = %fingerprint, "the new model's vectors cover every chunk; search uses them now");
-        store
-            .ledger_mut()
-            .activate_model(&fingerprint, clock::now_ms())?;
+        store.activate_model(&fingerprint, clock::now_ms())?;
     }
     report.active = store
         .ledger()
         .active_model()?
         .is_some_and(|m| m.fingerprint == fingerprint);
     if after.vectors == after.chunks {
-        store
-            .ledger_mut()
-            .mark_model_complete(&fingerprint, generation)?;
+        store.mark_model_complete(&fingerprint, generation)?;
     }
     store.sync_vectors()?;
     report.duration_ms = started.elapsed().as_millis() as u64;
@@ -259,7 +253,7 @@ fn embed_pages(
         }
         report.embedded += page.len() as u64;
         let rows: Vec<_> = page.iter().map(|chunk| chunk.id).zip(vectors).collect();
-        store.ledger_mut().insert_vectors(fingerprint, &rows)?;
+        store.insert_vectors(fingerprint, &rows)?;
         crash_point("embed.after_commit");
         progress.advance(page.len() as u64);
         if last_sync.elapsed() >= SYNC_EVERY {

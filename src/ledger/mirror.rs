@@ -99,12 +99,42 @@ impl ChangeSet {
     }
 }
 
+/// An embedding model's row, whole (its description as stored JSON).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelRecord {
+    pub fingerprint: Vec<u8>,
+    pub description: String,
+    pub dims: i64,
+    pub first_seen: i64,
+    pub active_since: Option<i64>,
+    pub complete_at: Option<i64>,
+}
+
+/// One stored vector (little-endian f32 bytes, as stored).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VectorRow {
+    pub model: Vec<u8>,
+    pub chunk_id: ChunkId,
+    pub vector: Vec<u8>,
+}
+
+/// The embeddings a mirror copies: every model's row, and the vectors of the pages after its
+/// position (all of them in a snapshot). Vectors are insert-only, so copying one twice is
+/// harmless.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VectorChanges {
+    pub models: Vec<ModelRecord>,
+    pub vectors: Vec<VectorRow>,
+}
+
 /// Which shared ledger a mirror copies, and how far.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaState {
     pub ledger_id: String,
     /// The last position of the shared ledger's log the mirror holds.
     pub log_seq: u64,
+    /// The last page of vectors of the shared ledger the mirror holds (its `vector_seq`).
+    pub vector_seq: u64,
 }
 
 impl Ledger {
@@ -112,12 +142,15 @@ impl Ledger {
     pub fn replica_state(&self) -> Result<Option<ReplicaState>> {
         self.conn
             .query_row(
-                "SELECT ledger_id, log_seq FROM replica WHERE id = 1",
+                "SELECT ledger_id, log_seq,
+                        coalesce((SELECT value FROM meta WHERE name = 'vector_seq'), 0)
+                 FROM replica WHERE id = 1",
                 [],
                 |row| {
                     Ok(ReplicaState {
                         ledger_id: row.get(0)?,
                         log_seq: row.get::<_, i64>(1)? as u64,
+                        vector_seq: row.get::<_, i64>(2)? as u64,
                     })
                 },
             )
@@ -142,6 +175,7 @@ impl Ledger {
     pub fn apply_changes(
         &mut self,
         changes: &ChangeSet,
+        vectors: &VectorChanges,
         state: &ReplicaState,
         last_run: Option<&RunRow>,
     ) -> Result<()> {
@@ -150,6 +184,7 @@ impl Ledger {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(sql_error("begin applying shared changes"))?;
         apply(&tx, changes)?;
+        write_vectors(&tx, vectors)?;
         for row in &changes.log {
             tx.prepare_cached(
                 "INSERT INTO chunk_log (generation, op, chunk_id) VALUES (?1, ?2, ?3)",
@@ -179,6 +214,7 @@ impl Ledger {
     pub fn replace_with(
         &mut self,
         snapshot: &ChangeSet,
+        vectors: &VectorChanges,
         state: &ReplicaState,
         last_run: Option<&RunRow>,
     ) -> Result<()> {
@@ -192,6 +228,8 @@ impl Ledger {
             "DELETE FROM documents",
             "DELETE FROM chunks",
             "DELETE FROM chunk_log",
+            "DELETE FROM vectors",
+            "DELETE FROM embedding_models",
         ] {
             tx.execute(sql, []).map_err(sql_error("empty the mirror"))?;
         }
@@ -221,6 +259,7 @@ impl Ledger {
             }
         }
         apply(&tx, snapshot)?;
+        write_vectors(&tx, vectors)?;
         tx.execute(
             "UPDATE meta SET value = ?1 WHERE name = 'log_floor'",
             [snapshot.generation.0 as i64],
@@ -232,6 +271,28 @@ impl Ledger {
         set_position(&tx, snapshot.generation, state)?;
         crate::crash::crash_point("bootstrap.before_commit");
         tx.commit().map_err(sql_error("commit the mirror"))
+    }
+
+    /// An embedding model's row, whole, for a writer to publish.
+    pub fn model_record(&self, fingerprint: &[u8]) -> Result<Option<ModelRecord>> {
+        self.conn
+            .query_row(
+                "SELECT fingerprint, description, dims, first_seen, active_since, complete_at
+                 FROM embedding_models WHERE fingerprint = ?1",
+                [fingerprint],
+                |row| {
+                    Ok(ModelRecord {
+                        fingerprint: row.get(0)?,
+                        description: row.get(1)?,
+                        dims: row.get(2)?,
+                        first_seen: row.get(3)?,
+                        active_since: row.get(4)?,
+                        complete_at: row.get(5)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(sql_error("read embedding models"))
     }
 
     /// Marks this ledger a mirror of `ledger_id` at log position 0, in an empty ledger.
@@ -543,6 +604,46 @@ fn write_document(tx: &Transaction<'_>, document: &DocumentRow) -> Result<()> {
     Ok(())
 }
 
+/// Every model row as the shared ledger has it, and the vectors given (kept if present).
+fn write_vectors(tx: &Transaction<'_>, vectors: &VectorChanges) -> Result<()> {
+    for model in &vectors.models {
+        tx.prepare_cached(
+            "INSERT INTO embedding_models
+               (fingerprint, description, dims, first_seen, active_since, complete_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (fingerprint) DO UPDATE SET description = excluded.description,
+               dims = excluded.dims, first_seen = excluded.first_seen,
+               active_since = excluded.active_since, complete_at = excluded.complete_at",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                model.fingerprint,
+                model.description,
+                model.dims,
+                model.first_seen,
+                model.active_since,
+                model.complete_at
+            ])
+        })
+        .map_err(sql_error("write embedding models"))?;
+    }
+    for vector in &vectors.vectors {
+        tx.prepare_cached(
+            "INSERT INTO vectors (model, chunk_id, vector) VALUES (?1, ?2, ?3)
+             ON CONFLICT (model, chunk_id) DO NOTHING",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                vector.model,
+                vector.chunk_id.as_bytes(),
+                vector.vector
+            ])
+        })
+        .map_err(sql_error("write vectors"))?;
+    }
+    Ok(())
+}
+
 fn write_run(tx: &Transaction<'_>, run: &RunRow) -> Result<()> {
     tx.execute(
         "INSERT INTO runs (run_id, roots, started_at, finished_at, generation, report)
@@ -576,6 +677,12 @@ pub(crate) fn set_position(
         "INSERT INTO replica (id, ledger_id, log_seq) VALUES (1, ?1, ?2)
          ON CONFLICT (id) DO UPDATE SET ledger_id = excluded.ledger_id, log_seq = excluded.log_seq",
         params![state.ledger_id, state.log_seq as i64],
+    )
+    .map_err(sql_error("record the mirror's position"))?;
+    tx.execute(
+        "INSERT INTO meta (name, value) VALUES ('vector_seq', ?1)
+         ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        [state.vector_seq as i64],
     )
     .map_err(sql_error("record the mirror's position"))?;
     Ok(())

@@ -280,6 +280,17 @@ impl Ledger {
         model: &Fingerprint,
         vectors: &[(ChunkId, Vec<f32>)],
     ) -> Result<u64> {
+        self.insert_vectors_at(model, vectors, None)
+    }
+
+    /// `insert_vectors`, setting `vector_seq` to `seq` when given (a mirror takes the shared
+    /// ledger's position of the page) instead of bumping it.
+    pub fn insert_vectors_at(
+        &mut self,
+        model: &Fingerprint,
+        vectors: &[(ChunkId, Vec<f32>)],
+        seq: Option<u64>,
+    ) -> Result<u64> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -302,10 +313,16 @@ impl Ledger {
                     .map_err(sql_error("write vectors"))? as u64;
             }
         }
-        tx.execute(
-            "UPDATE meta SET value = value + 1 WHERE name = 'vector_seq'",
-            [],
-        )
+        match seq {
+            None => tx.execute(
+                "UPDATE meta SET value = value + 1 WHERE name = 'vector_seq'",
+                [],
+            ),
+            Some(seq) => tx.execute(
+                "UPDATE meta SET value = ?1 WHERE name = 'vector_seq'",
+                [seq as i64],
+            ),
+        }
         .map_err(sql_error("bump vector_seq"))?;
         crash_point("embed.before_commit");
         tx.commit().map_err(sql_error("commit vectors"))?;

@@ -18,10 +18,12 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::embed::Fingerprint;
 use crate::error::{Error, Result};
+use crate::ids::ChunkId;
 use crate::ids::Generation;
-use crate::ledger::Ledger;
 use crate::ledger::postgres::{LeaseGrant, PgLedger, Pulled};
+use crate::ledger::{Ledger, encode_vector};
 use crate::store::{CatchUp, LockWait, Store, StoreConfig, Then};
 
 /// The default time a writer's lease lasts without renewal.
@@ -239,6 +241,69 @@ impl Store {
         )
     }
 
+    /// Records a model the first time a run uses it (in the shared ledger too).
+    pub fn register_model(
+        &mut self,
+        fingerprint: &Fingerprint,
+        description: &serde_json::Value,
+        dims: usize,
+        now_ms: i64,
+    ) -> Result<()> {
+        self.ledger
+            .register_model(fingerprint, description, dims, now_ms)?;
+        self.publish_model(fingerprint)
+    }
+
+    /// Makes `fingerprint` the model search uses (on every host).
+    pub fn activate_model(&mut self, fingerprint: &Fingerprint, now_ms: i64) -> Result<()> {
+        self.ledger.activate_model(fingerprint, now_ms)?;
+        self.publish_model(fingerprint)
+    }
+
+    /// Records that `model`'s vectors cover every chunk of `generation` (on every host).
+    pub fn mark_model_complete(
+        &mut self,
+        fingerprint: &Fingerprint,
+        generation: Generation,
+    ) -> Result<()> {
+        self.ledger.mark_model_complete(fingerprint, generation)?;
+        self.publish_model(fingerprint)
+    }
+
+    /// Stores one page of vectors: in the shared ledger first (at its next vector position),
+    /// then in the mirror at that position. A kill between the two leaves the page in the
+    /// shared ledger, which the mirror copies at its next sync; vectors are insert-only.
+    pub fn insert_vectors(
+        &mut self,
+        fingerprint: &Fingerprint,
+        vectors: &[(ChunkId, Vec<f32>)],
+    ) -> Result<u64> {
+        let Some(shared) = &self.shared else {
+            return self.ledger.insert_vectors(fingerprint, vectors);
+        };
+        shared.lease.check()?;
+        let encoded: Vec<(ChunkId, Vec<u8>)> = vectors
+            .iter()
+            .map(|(id, vector)| (*id, encode_vector(vector)))
+            .collect();
+        let seq = shared
+            .ledger
+            .publish_vectors(shared.lease.epoch(), &fingerprint.0, &encoded)?;
+        self.ledger
+            .insert_vectors_at(fingerprint, vectors, Some(seq))
+    }
+
+    fn publish_model(&self, fingerprint: &Fingerprint) -> Result<()> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let Some(record) = self.ledger.model_record(&fingerprint.0)? else {
+            return Ok(());
+        };
+        shared.lease.check()?;
+        shared.ledger.publish_model(shared.lease.epoch(), &record)
+    }
+
     /// The lease this store writes under, when it mirrors a shared ledger.
     pub fn lease(&self) -> Option<&Lease> {
         self.shared.as_ref().map(|shared| &shared.lease)
@@ -265,21 +330,22 @@ fn sync_mirror(store: &mut Store, shared: &PgLedger) -> Result<MirrorSync> {
         Pulled::UpToDate(_) => Ok(MirrorSync::InStep),
         Pulled::Changes {
             changes,
+            vectors,
             state,
             last_run,
         } => {
             crate::crash::crash_point("replica.after_fetch");
             store
                 .ledger
-                .apply_changes(&changes, &state, last_run.as_ref())?;
+                .apply_changes(&changes, &vectors, &state, last_run.as_ref())?;
             crate::crash::crash_point("replica.after_mirror_commit");
             Ok(MirrorSync::Pulled)
         }
         Pulled::Behind(_) => {
-            let (snapshot, state, last_run) = shared.snapshot()?;
+            let (snapshot, vectors, state, last_run) = shared.snapshot()?;
             store
                 .ledger
-                .replace_with(&snapshot, &state, last_run.as_ref())?;
+                .replace_with(&snapshot, &vectors, &state, last_run.as_ref())?;
             crate::crash::crash_point("bootstrap.after_commit");
             Ok(MirrorSync::Bootstrapped)
         }

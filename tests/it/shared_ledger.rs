@@ -160,12 +160,12 @@ fn migrate_creates_the_schema_once_and_refuses_what_is_not_its_own() {
     let first = host.json(&["migrate", "--json"]);
     assert_eq!(
         (first["from"].as_i64(), first["to"].as_i64()),
-        (Some(0), Some(1))
+        (Some(0), Some(2))
     );
     let again = host.json(&["migrate", "--json"]);
     assert_eq!(again["from"], again["to"], "{again}");
     assert_success(&host.run(&["migrate", "--check"]), &["migrate", "--check"]);
-    assert_eq!(count(&schema.url, &schema.name, "schema_migrations"), 1);
+    assert_eq!(count(&schema.url, &schema.name, "schema_migrations"), 2);
 
     // A version from a newer groundidx is refused by every command, and left as it is.
     client(&schema.url)
@@ -232,7 +232,7 @@ fn hosts_migrating_at_once_apply_each_migration_once() {
         let output = child.wait_with_output().expect("wait");
         assert_success(&output, &["migrate"]);
     }
-    assert_eq!(count(&schema.url, &schema.name, "schema_migrations"), 1);
+    assert_eq!(count(&schema.url, &schema.name, "schema_migrations"), 2);
     assert_eq!(count(&schema.url, &schema.name, "ledger_meta"), 1);
 }
 
@@ -794,4 +794,144 @@ fn a_replica_the_log_no_longer_reaches_copies_a_snapshot() {
     assert_eq!(away.sync()["mirror"], "bootstrapped");
     assert_eq!(state(&away), "active");
     assert_all_equal_clean(&env, &schema, &[&writer, &away]);
+}
+
+#[test]
+fn every_passage_is_embedded_once_whichever_host_runs_the_model() {
+    use crate::embed_server::{EmbedServer, Vectors};
+    let Some(schema) = schema("embed") else {
+        return;
+    };
+    let env = Env::sample();
+    let model = EmbedServer::start(Vectors::Words);
+    let flags = model.flags("words");
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let docs = env.docs.to_str().expect("utf-8");
+    let ingest = |host: &Host<'_>| -> Value {
+        let mut args = vec!["ingest", docs, "--json", "--wait", "30"];
+        args.extend_from_slice(&flags);
+        host.json(&args)
+    };
+    let a = Host::new(&env, "a", &schema);
+    let b = Host::new(&env, "b", &schema);
+    let reader = Host::new(&env, "reader", &schema);
+    let first = ingest(&a);
+    assert!(first["embedding"]["embedded"].as_u64() > Some(0), "{first}");
+    let given = model.inputs();
+    // Host B ingests the same folder with the same model: every vector is already shared.
+    let second = ingest(&b);
+    assert_eq!(second["embedding"]["embedded"], 0, "{second}");
+    assert_eq!(
+        model.inputs(),
+        given,
+        "no passage was given to the model twice"
+    );
+    // A host that only reads gets the vectors with the replica, and searches by meaning.
+    reader.sync();
+    let mut search = vec![
+        "search",
+        "rotate the signing key",
+        "--json",
+        "--mode",
+        "semantic",
+    ];
+    search.extend_from_slice(&flags);
+    let answer = reader.json(&search);
+    assert_eq!(answer["mode"], "semantic", "{answer}");
+    assert!(
+        !answer["hits"].as_array().expect("hits").is_empty(),
+        "{answer}"
+    );
+    // An edit embeds only its new passages, once, and reaches every replica.
+    edit(&env);
+    let before = model.inputs();
+    let third = ingest(&b);
+    let new_chunks = third["chunks"]["added"].as_u64().expect("added");
+    assert_eq!(
+        third["embedding"]["embedded"].as_u64(),
+        Some(new_chunks),
+        "{third}"
+    );
+    // The new passages and the model's one dimension probe.
+    assert_eq!(model.inputs() - before, new_chunks + 1);
+    let passages: Vec<String> = model
+        .texts
+        .lock()
+        .expect("texts")
+        .iter()
+        .filter(|text| !["dimension probe", "rotate the signing key"].contains(&text.as_str()))
+        .cloned()
+        .collect();
+    let distinct: std::collections::HashSet<&String> = passages.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        passages.len(),
+        "a passage was embedded twice"
+    );
+    assert_eq!(
+        count(&schema.url, &schema.name, "vectors") as usize,
+        passages.len(),
+        "one shared vector per passage ever embedded"
+    );
+    a.sync();
+    reader.sync();
+    assert_all_equal_clean(&env, &schema, &[&a, &b, &reader]);
+    for host in [&a, &b, &reader] {
+        let report = host.json(&["verify", "--json"]);
+        assert_eq!(report["vectors"]["identical"], true, "{report}");
+    }
+    let chunks = count(&schema.url, &schema.name, "chunks");
+    assert_eq!(
+        count(
+            &schema.url,
+            &schema.name,
+            &format!(
+                "vectors WHERE chunk_id IN (SELECT chunk_id FROM \"{}\".chunks)",
+                schema.name
+            )
+        ),
+        chunks,
+        "one vector per chunk the shared ledger holds"
+    );
+}
+
+#[test]
+fn a_writer_killed_while_embedding_loses_no_shared_vector() {
+    use crate::embed_server::{EmbedServer, Vectors};
+    for point in ["embed.before_commit", "embed.after_commit"] {
+        let Some(schema) = schema("embed_kill") else {
+            return;
+        };
+        let env = Env::sample();
+        let model = EmbedServer::start(Vectors::Words);
+        let mut args: Vec<String> = vec!["ingest".into(), env.docs.to_str().expect("utf-8").into()];
+        args.extend(model.flags("words"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let writer = Host::new(&env, "writer", &schema);
+        crash(&writer, &args, point);
+        assert_success(&writer.run(&args), &args);
+        let reader = Host::new(&env, "reader", &schema);
+        reader.sync();
+        for host in [&writer, &reader] {
+            let report = host.json(&["verify", "--json"]);
+            assert_eq!(report["identical"], true, "{point}: {report}");
+            assert_eq!(report["vectors"]["identical"], true, "{point}: {report}");
+        }
+        // The page the kill interrupted had reached the shared ledger: nothing was embedded
+        // twice.
+        let passages: Vec<String> = model
+            .texts
+            .lock()
+            .expect("texts")
+            .iter()
+            .filter(|text| text.as_str() != "dimension probe")
+            .cloned()
+            .collect();
+        let distinct: std::collections::HashSet<&String> = passages.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            passages.len(),
+            "{point}: a passage embedded twice"
+        );
+    }
 }

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::ids::{ChunkId, DocHash, Generation};
 use crate::ledger::mirror::{
     ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, ReplicaState, RunRow, SourceRow,
+    VectorChanges,
 };
 use crate::ledger::postgres::{Budget, PgError, PgLedger};
 
@@ -29,6 +30,7 @@ pub struct SharedMeta {
     pub log_seq: u64,
     pub log_floor_seq: u64,
     pub writer_epoch: i64,
+    pub vector_seq: u64,
 }
 
 /// What a mirror at some position gets from `pull`.
@@ -38,7 +40,8 @@ pub enum Pulled {
     UpToDate(SharedMeta),
     /// The rows changed after it, up to the state's position.
     Changes {
-        changes: ChangeSet,
+        changes: Box<ChangeSet>,
+        vectors: Box<VectorChanges>,
         state: ReplicaState,
         last_run: Option<RunRow>,
     },
@@ -85,7 +88,7 @@ impl PgLedger {
             async |conn| {
                 let row = conn
                     .query_one(
-                        "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch
+                        "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq
                        FROM ledger_meta WHERE id = 1",
                         &[],
                     )
@@ -188,6 +191,7 @@ impl PgLedger {
             Ok(ReplicaState {
                 ledger_id: meta.ledger_id,
                 log_seq: seq as u64,
+                vector_seq: meta.vector_seq,
             })
         })
     }
@@ -231,7 +235,7 @@ impl PgLedger {
                 .await?;
             let meta = meta_of(
                 &tx.query_one(
-                    "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch
+                    "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq
                        FROM ledger_meta WHERE id = 1",
                     &[],
                 )
@@ -240,7 +244,7 @@ impl PgLedger {
             let Some(mirror) = mirror.filter(|m| m.ledger_id == meta.ledger_id) else {
                 return Ok(Pulled::Behind(meta));
             };
-            if mirror.log_seq == meta.log_seq {
+            if mirror.log_seq == meta.log_seq && mirror.vector_seq == meta.vector_seq {
                 return Ok(Pulled::UpToDate(meta));
             }
             if mirror.log_seq < meta.log_floor_seq || mirror.log_seq > meta.log_seq {
@@ -284,25 +288,28 @@ impl PgLedger {
             let ids: Vec<Vec<u8>> = log.iter().map(|r| r.chunk_id.as_bytes().to_vec()).collect();
             let chunks = chunks(&tx, Some(&ids)).await?;
             let last_run = last_run(&tx).await?;
+            let vectors = super::vectors::since(&tx, Some(mirror.vector_seq)).await?;
             Ok(Pulled::Changes {
-                changes: ChangeSet {
+                changes: Box::new(ChangeSet {
                     generation: Generation(meta.generation),
                     sources,
                     documents,
                     log,
                     chunks,
-                },
+                }),
+                vectors: Box::new(vectors),
                 state: ReplicaState {
                     ledger_id: meta.ledger_id,
                     log_seq: meta.log_seq,
+                    vector_seq: meta.vector_seq,
                 },
                 last_run,
             })
         })
     }
 
-    /// Every source, document and chunk, in one snapshot, with its position.
-    pub fn snapshot(&self) -> Result<(ChangeSet, ReplicaState, Option<RunRow>)> {
+    /// Every source, document, chunk, model and vector, in one snapshot, with its position.
+    pub fn snapshot(&self) -> Result<(ChangeSet, VectorChanges, ReplicaState, Option<RunRow>)> {
         self.run(
             "read a snapshot of the shared ledger",
             Budget::Command,
@@ -315,7 +322,7 @@ impl PgLedger {
                     .await?;
                 let meta = meta_of(
                     &tx.query_one(
-                        "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch
+                        "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq
                        FROM ledger_meta WHERE id = 1",
                         &[],
                     )
@@ -333,6 +340,7 @@ impl PgLedger {
                 let documents = documents(&tx, None).await?;
                 let chunks = chunks(&tx, None).await?;
                 let last_run = last_run(&tx).await?;
+                let vectors = super::vectors::since(&tx, None).await?;
                 Ok((
                     ChangeSet {
                         generation: Generation(meta.generation),
@@ -341,9 +349,11 @@ impl PgLedger {
                         log: Vec::new(),
                         chunks,
                     },
+                    vectors,
                     ReplicaState {
                         ledger_id: meta.ledger_id,
                         log_seq: meta.log_seq,
+                        vector_seq: meta.vector_seq,
                     },
                     last_run,
                 ))
@@ -442,7 +452,7 @@ impl PgLedger {
                 .await?;
             let meta = meta_of(
                 &tx.query_one(
-                    "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch
+                    "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq
                        FROM ledger_meta WHERE id = 1",
                     &[],
                 )
@@ -519,10 +529,10 @@ impl PgLedger {
 }
 
 /// The first statement of every write of a writer: its epoch must still be the ledger's.
-async fn fence(tx: &Tx<'_>, epoch: i64) -> std::result::Result<SharedMeta, PgError> {
+pub(super) async fn fence(tx: &Tx<'_>, epoch: i64) -> std::result::Result<SharedMeta, PgError> {
     let row = tx
         .query_opt(
-            "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch
+            "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq
                FROM ledger_meta WHERE id = 1 AND writer_epoch = $1 FOR UPDATE",
             &[&epoch],
         )
@@ -542,6 +552,7 @@ fn meta_of(row: &tokio_postgres::Row) -> SharedMeta {
         log_seq: row.get::<_, i64>(2) as u64,
         log_floor_seq: row.get::<_, i64>(3) as u64,
         writer_epoch: row.get(4),
+        vector_seq: row.get::<_, i64>(5) as u64,
     }
 }
 
@@ -549,7 +560,7 @@ fn damaged(what: &str) -> Error {
     Error::Inconsistent(format!("the shared ledger holds a damaged {what}"))
 }
 
-fn chunk_id(bytes: Vec<u8>) -> Result<ChunkId> {
+pub(super) fn chunk_id(bytes: Vec<u8>) -> Result<ChunkId> {
     ChunkId::from_slice(&bytes).ok_or_else(|| damaged("chunk ID"))
 }
 

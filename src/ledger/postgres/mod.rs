@@ -16,6 +16,7 @@ mod keys;
 mod lease;
 mod log;
 mod schema;
+mod vectors;
 
 use std::str::FromStr;
 use std::sync::Arc;

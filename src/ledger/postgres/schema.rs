@@ -7,11 +7,13 @@ use crate::error::{Error, Result};
 use crate::ledger::postgres::{Budget, PgError, PgLedger};
 
 /// The schema version this build reads and writes.
-pub const PG_SCHEMA_VERSION: i64 = 1;
+pub const PG_SCHEMA_VERSION: i64 = 2;
 
 /// Every migration: `(version, name, SQL)`.
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "ledger", include_str!("migrations/0001_ledger.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "ledger", include_str!("migrations/0001_ledger.sql")),
+    (2, "vectors", include_str!("migrations/0002_vectors.sql")),
+];
 
 /// What `migrate` found and did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
