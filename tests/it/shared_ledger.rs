@@ -935,3 +935,55 @@ fn a_writer_killed_while_embedding_loses_no_shared_vector() {
         );
     }
 }
+
+#[test]
+fn the_shared_ledger_can_come_from_the_configuration_file() {
+    let Some(schema) = schema("config_file") else {
+        return;
+    };
+    let env = Env::sample();
+    let dir = env.tmp.path();
+    std::fs::write(
+        dir.join("groundidx.toml"),
+        format!(
+            "store = \"replica\"\nledger = \"{}\"\nledger_schema = \"{}\"\n",
+            schema.url, schema.name
+        ),
+    )
+    .expect("write groundidx.toml");
+    let run = |args: &[&str]| -> Output {
+        let mut command = Command::new(BIN);
+        isolate(&mut command);
+        command.current_dir(dir).args(args).output().expect("run")
+    };
+    let config = run(&["config", "--json"]);
+    assert_success(&config, &["config"]);
+    let config: Value = serde_json::from_slice(&config.stdout).expect("JSON");
+    assert_eq!(config["settings"]["ledger"]["source"], "file", "{config}");
+    assert_eq!(
+        config["settings"]["ledger_schema"]["value"],
+        schema.name.as_str()
+    );
+    let ingest = run(&["ingest", "docs", "--json"]);
+    assert_success(&ingest, &["ingest"]);
+    assert!(count(&schema.url, &schema.name, "chunks") > 0);
+    // A password never shows.
+    std::fs::write(
+        dir.join("groundidx.toml"),
+        "ledger = \"postgres://app:s3cret@127.0.0.1:1/none\"\n",
+    )
+    .expect("write groundidx.toml");
+    let shown = run(&["config"]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("app:***@"), "{text}");
+    assert!(!text.contains("s3cret"), "{text}");
+    let failed = run(&["sync"]);
+    assert_eq!(
+        failed.status.code(),
+        Some(75),
+        "an unreachable ledger is worth a retry"
+    );
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+    assert!(stderr.contains("127.0.0.1:1"), "{stderr}");
+}
