@@ -987,3 +987,85 @@ fn the_shared_ledger_can_come_from_the_configuration_file() {
     assert!(!stderr.contains("s3cret"), "{stderr}");
     assert!(stderr.contains("127.0.0.1:1"), "{stderr}");
 }
+
+#[test]
+fn keyed_calls_survive_a_failover_to_a_synchronous_standby() {
+    let Some(primary) = crate::support_pg::Cluster::start() else {
+        return;
+    };
+    let Some(standby) = crate::support_pg::Cluster::standby_of(&primary) else {
+        return;
+    };
+    // Both servers in the URL; only the one that takes writes is used.
+    let schema = TestSchema {
+        url: format!(
+            "postgresql://postgres@{},{}/postgres?target_session_attrs=read-write",
+            primary.host(),
+            standby.host()
+        ),
+        name: "groundidx".into(),
+    };
+    let env = Env::sample();
+    Host::new(&env, "writer", &schema).ingest(&env.docs);
+    let server = serve_host(&env, &schema, "server", &[], &[]);
+    let search = r#"{"query": "rotate the signing key"}"#;
+    let mut answered = Vec::new();
+    for i in 0..5 {
+        let key = format!("before-{i}");
+        let reply = server.post(
+            "/v1/tools/search_docs",
+            &[("Idempotency-Key", &key)],
+            search,
+        );
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        answered.push(key);
+    }
+    primary.stop();
+    standby.promote();
+    // Calls during the switch may be refused (503, retry with the same key); once the standby
+    // takes writes they are answered, and none is answered without its row.
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    let mut after = 0;
+    let mut i = 0;
+    while after < 5 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no answer after the failover"
+        );
+        let key = format!("after-{i}");
+        let reply = server.post(
+            "/v1/tools/search_docs",
+            &[("Idempotency-Key", &key)],
+            search,
+        );
+        match reply.status {
+            200 => {
+                answered.push(key);
+                after += 1;
+                i += 1;
+            }
+            503 => std::thread::sleep(Duration::from_millis(200)),
+            other => panic!("status {other}: {}", reply.body),
+        }
+    }
+    let mut keys: Vec<String> = client(&standby.url)
+        .query("SELECT key FROM groundidx.audit_events", &[])
+        .expect("audit rows on the new primary")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    keys.sort();
+    answered.sort();
+    assert_eq!(
+        keys, answered,
+        "every answered call, once, on the new primary"
+    );
+    // A retry of an answered key on the new primary replays it.
+    let replay = server.post(
+        "/v1/tools/search_docs",
+        &[("Idempotency-Key", "before-0")],
+        search,
+    );
+    assert_eq!(replay.status, 200);
+    assert_eq!(replay.header("Idempotent-Replayed"), Some("true"));
+}

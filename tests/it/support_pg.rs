@@ -123,6 +123,70 @@ pub struct Cluster {
 impl Cluster {
     /// Starts a new cluster; `None` (a failure under CI) when PostgreSQL's binaries are missing.
     pub fn start() -> Option<Cluster> {
+        let cluster = Cluster::folder()?;
+        cluster.pg(
+            "initdb",
+            &[
+                "-D",
+                &cluster.data(),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+            ],
+        );
+        cluster.resume();
+        Some(cluster)
+    }
+
+    /// A streaming standby of `primary` (a base backup of it, following its WAL), started;
+    /// the primary then waits for it at every commit (synchronous replication), so a commit
+    /// a client saw is on the standby when the primary dies.
+    pub fn standby_of(primary: &Cluster) -> Option<Cluster> {
+        let standby = Cluster::folder()?;
+        let primary_dir = primary.dir.path().to_string_lossy().into_owned();
+        standby.pg(
+            "pg_basebackup",
+            &[
+                "-h",
+                &primary_dir,
+                "-U",
+                "postgres",
+                "-D",
+                &standby.data(),
+                "-R",
+                "-X",
+                "stream",
+            ],
+        );
+        standby.resume();
+        let mut client = client(&primary.url);
+        for statement in [
+            "ALTER SYSTEM SET synchronous_standby_names = '*'",
+            "SELECT pg_reload_conf()",
+        ] {
+            client
+                .batch_execute(statement)
+                .expect("synchronous replication");
+        }
+        Some(standby)
+    }
+
+    /// Makes a standby the primary.
+    pub fn promote(&self) {
+        self.pg("pg_ctl", &["-D", &self.data(), "-w", "promote"]);
+    }
+
+    /// The socket folder, percent-encoded as a URL host.
+    pub fn host(&self) -> String {
+        self.dir.path().to_string_lossy().replace('/', "%2F")
+    }
+
+    /// An empty folder for a cluster, owned by `postgres` when the tests run as root.
+    fn folder() -> Option<Cluster> {
         let bin = std::env::var_os("GROUNDIDX_TEST_PG_BIN")
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| "/usr/lib/postgresql/15/bin".into());
@@ -146,27 +210,11 @@ impl Cluster {
             assert!(status.success(), "chown the cluster folder to postgres");
         }
         let encoded = dir.path().to_string_lossy().replace('/', "%2F");
-        let cluster = Cluster {
+        Some(Cluster {
             url: format!("postgresql://postgres@{encoded}/postgres"),
             bin,
             dir,
-        };
-        cluster.pg(
-            "initdb",
-            &[
-                "-D",
-                &cluster.data(),
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "-E",
-                "UTF8",
-                "--no-locale",
-            ],
-        );
-        cluster.resume();
-        Some(cluster)
+        })
     }
 
     fn data(&self) -> String {
