@@ -32,6 +32,7 @@ struct FileSettings {
     store: Option<PathBuf>,
     ledger: Option<String>,
     ledger_schema: Option<String>,
+    ledger_ca: Option<PathBuf>,
     roots: Option<Vec<PathBuf>>,
     exclude: Option<Vec<String>>,
     chunk_size: Option<usize>,
@@ -462,6 +463,20 @@ pub fn apply(cli: &mut Cli, matches: &ArgMatches) -> Result<Vec<Setting>> {
         |_, v| Ok(v),
     )?;
     cli.ledger_schema = schema;
+    let ca_source = layers.given("ledger_ca", "--ledger-ca", Some("GROUNDIDX_LEDGER_CA"));
+    if let (None, Some(file)) = (&ca_source, &file)
+        && let Some(path) = &file.settings.ledger_ca
+    {
+        cli.ledger_ca = Some(file.resolve(path));
+    }
+    layers.shown.push(Setting {
+        key: "ledger_ca",
+        value: serde_json::to_value(&cli.ledger_ca).unwrap_or_default(),
+        source: ca_source.unwrap_or_else(|| match &file {
+            Some(f) if f.settings.ledger_ca.is_some() => Source::File(f.path.clone()),
+            _ => Source::Default,
+        }),
+    });
 
     let Some((_, sub)) = matches.subcommand() else {
         return Ok(layers.shown);

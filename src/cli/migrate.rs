@@ -64,6 +64,7 @@ fn shared(cli: &Cli, args: &Args) -> Result<MigrateReport> {
             url,
             schema: cli.ledger_schema.clone(),
             max_connections: 2,
+            ca_file: cli.ledger_ca.clone(),
         })?;
     if args.check {
         let from = ledger.schema_version()?;

@@ -116,6 +116,19 @@ pub struct Cli {
     )]
     pub ledger_schema: String,
 
+    /// The CA that signed the shared ledger's server certificate (PEM): TLS is then required
+    /// and the certificate checked against it and the host name. Without it, `sslmode` in the
+    /// URL decides, without checking the certificate (as libpq does) [default: `ledger_ca` in
+    /// groundidx.toml]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "GROUNDIDX_LEDGER_CA",
+        value_name = "FILE"
+    )]
+    pub ledger_ca: Option<PathBuf>,
+
     /// How long a writer's lease on the shared ledger lasts unless renewed (every third of it);
     /// a writer killed mid-run holds the lease this long
     #[arg(long, global = true, help_heading = "Global options", value_name = "DURATION", default_value = "30s", value_parser = parse_lease_ttl)]
@@ -216,6 +229,7 @@ impl Cli {
             url: url.clone(),
             schema: self.ledger_schema.clone(),
             max_connections,
+            ca_file: self.ledger_ca.clone(),
         };
         PgLedger::open(&options, migrate).map(Some)
     }

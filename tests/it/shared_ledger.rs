@@ -438,6 +438,7 @@ fn the_lease_fences_a_writer_that_lost_it() {
             url: schema.url.clone(),
             schema: schema.name.clone(),
             max_connections: 2,
+            ca_file: None,
         },
         true,
     )
@@ -1068,4 +1069,77 @@ fn keyed_calls_survive_a_failover_to_a_synchronous_standby() {
     );
     assert_eq!(replay.status, 200);
     assert_eq!(replay.header("Idempotent-Replayed"), Some("true"));
+}
+
+#[test]
+fn a_ledger_behind_tls_is_reached_encrypted_and_checked_against_its_ca() {
+    let Some((cluster, port, ca)) = crate::support_pg::Cluster::start_tls() else {
+        return;
+    };
+    let env = Env::sample();
+    let docs = env.docs.to_str().expect("utf-8");
+    let run = |url: &str, store: &str, extra: &[&str]| -> Output {
+        let mut command = Command::new(BIN);
+        isolate(&mut command);
+        command
+            .arg("--store")
+            .arg(env.tmp.path().join(store))
+            .args(["--ledger", url])
+            .args(extra)
+            .args(["ingest", docs, "--json"])
+            .output()
+            .expect("run")
+    };
+    let tcp = format!("postgresql://postgres@127.0.0.1:{port}/postgres");
+    // The server refuses plain connections: without TLS the ingest fails, saying why.
+    let plain = run(&format!("{tcp}?sslmode=disable"), "plain", &[]);
+    assert!(!plain.status.success());
+    let stderr = String::from_utf8_lossy(&plain.stderr);
+    assert!(stderr.contains("pg_hba.conf"), "{stderr}");
+    // sslmode=require encrypts (without checking the certificate, as libpq does).
+    assert_success(
+        &run(&format!("{tcp}?sslmode=require"), "require", &[]),
+        &["require"],
+    );
+    // With the CA, the certificate is checked, and TLS is required even under `prefer`.
+    let ca = ca.to_str().expect("utf-8");
+    assert_success(
+        &run(&tcp, "verified", &["--ledger-ca", ca]),
+        &["--ledger-ca"],
+    );
+    // A CA that did not sign the server's certificate is refused.
+    let other = env.tmp.path().join("other-ca.crt");
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-keyout"])
+        .arg(env.tmp.path().join("other.key"))
+        .arg("-out")
+        .arg(&other)
+        .args(["-days", "2", "-subj", "/CN=someone-else"])
+        .output()
+        .expect("openssl");
+    assert!(made.status.success());
+    let refused = run(
+        &tcp,
+        "refused",
+        &["--ledger-ca", other.to_str().expect("utf-8")],
+    );
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("certificate"), "{stderr}");
+    assert_eq!(
+        count(
+            &cluster.url,
+            "groundidx",
+            "runs WHERE finished_at IS NOT NULL"
+        ),
+        2
+    );
 }

@@ -51,6 +51,7 @@ pub fn isolate(command: &mut Command) {
         "GROUNDIDX_STORE",
         "GROUNDIDX_LEDGER",
         "GROUNDIDX_LEDGER_SCHEMA",
+        "GROUNDIDX_LEDGER_CA",
         "GROUNDIDX_CRASH_AT",
         "GROUNDIDX_PAUSE_AT",
         "GROUNDIDX_FAKE_NOW_MS",

@@ -142,6 +142,91 @@ impl Cluster {
         Some(cluster)
     }
 
+    /// A cluster that takes only TLS connections, on a loopback port: a CA made for it signs
+    /// its certificate (for `127.0.0.1`); `local` connections stay plain for the tests' own
+    /// client. Returns the cluster, its port and the CA's PEM file.
+    pub fn start_tls() -> Option<(Cluster, u16, std::path::PathBuf)> {
+        let cluster = Cluster::folder()?;
+        cluster.pg(
+            "initdb",
+            &[
+                "-D",
+                &cluster.data(),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+            ],
+        );
+        let dir = cluster.dir.path().to_path_buf();
+        let sh = |script: &str| {
+            let status = std::process::Command::new("sh")
+                .args(["-ec", script])
+                .current_dir(&dir)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .expect("run openssl");
+            assert!(status.success(), "openssl: {script}");
+        };
+        sh(
+            "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+              -keyout ca.key -out ca.crt -days 2 -subj /CN=groundidx-test-ca",
+        );
+        sh(
+            "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+              -keyout server.key -out server.csr -subj /CN=127.0.0.1",
+        );
+        sh(
+            "printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' > ext; \
+            openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+              -out server.crt -days 2 -extfile ext",
+        );
+        if is_root() {
+            sh("chown postgres:postgres server.key server.crt && chmod 600 server.key");
+        } else {
+            sh("chmod 600 server.key");
+        }
+        std::fs::write(
+            dir.join("data/pg_hba.conf"),
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 0.0.0.0/0 reject\n",
+        )
+        .expect("write pg_hba.conf");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -p {port} -k {0} -c fsync=off -c ssl=on \
+             -c ssl_cert_file={0}/server.crt -c ssl_key_file={0}/server.key",
+            dir.display()
+        );
+        let log = dir.join("log").to_string_lossy().into_owned();
+        cluster.pg(
+            "pg_ctl",
+            &[
+                "-D",
+                &cluster.data(),
+                "-l",
+                &log,
+                "-w",
+                "-o",
+                &options,
+                "start",
+            ],
+        );
+        let mut cluster = cluster;
+        // Its socket is named by the port too.
+        cluster.url = format!(
+            "postgresql://postgres@{}:{port}/postgres",
+            dir.to_string_lossy().replace('/', "%2F")
+        );
+        Some((cluster, port, dir.join("ca.crt")))
+    }
+
     /// A streaming standby of `primary` (a base backup of it, following its WAL), started;
     /// the primary then waits for it at every commit (synchronous replication), so a commit
     /// a client saw is on the standby when the primary dies.

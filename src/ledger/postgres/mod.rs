@@ -16,6 +16,7 @@ mod keys;
 mod lease;
 mod log;
 mod schema;
+mod tls;
 mod vectors;
 
 use std::str::FromStr;
@@ -23,7 +24,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
 
 use crate::error::{Error, Result};
 
@@ -41,6 +41,9 @@ pub struct PgOptions {
     pub schema: String,
     /// The most connections this process opens.
     pub max_connections: usize,
+    /// A PEM file of the CA that signed the server's certificate: TLS is then required and the
+    /// certificate checked (see `tls`).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// How long a kind of transaction may keep retrying before its error is returned.
@@ -154,9 +157,12 @@ impl PgLedger {
             config.application_name("groundidx");
         }
         config.options(format!("-c search_path={}", options.schema));
+        if options.ca_file.is_some() {
+            config.ssl_mode(tokio_postgres::config::SslMode::Require);
+        }
         let manager = Manager::from_config(
             config,
-            NoTls,
+            tls::connector(options.ca_file.as_deref())?,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -287,9 +293,38 @@ fn retryable_db(err: &tokio_postgres::Error) -> bool {
                     "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "25006"
                 )
         }
-        // No SQLSTATE: the connection broke or could not be made.
-        None => err.is_closed() || std::error::Error::source(err).is_some(),
+        // No SQLSTATE: the connection broke or could not be made (a refused TLS certificate
+        // or a bad password is not cured by trying again).
+        None => err.is_closed() || connection_failed(err),
     }
+}
+
+/// Whether an error's causes hold an I/O error of a connection that broke or could not be
+/// made (refused, reset, timed out, a socket not there yet).
+fn connection_failed(err: &tokio_postgres::Error) -> bool {
+    use std::io::ErrorKind::*;
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                ConnectionRefused
+                    | ConnectionReset
+                    | ConnectionAborted
+                    | NotConnected
+                    | BrokenPipe
+                    | TimedOut
+                    | UnexpectedEof
+                    | AddrNotAvailable
+                    | NotFound
+                    | Interrupted
+            );
+        }
+        source = cause.source();
+    }
+    // A closed connection or a timeout of the client's own carry no I/O error.
+    let text = err.to_string();
+    text.contains("timeout") || text.contains("closed")
 }
 
 fn retryable_pool(err: &deadpool_postgres::PoolError) -> bool {
