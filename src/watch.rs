@@ -25,6 +25,8 @@ pub struct WatchConfig {
     pub wait: LockWait,
     /// How long events must stop before a run starts.
     pub settle: Duration,
+    /// The shared ledger each run publishes to, when there is one.
+    pub shared: Option<crate::store::SharedWriting>,
 }
 
 /// Runs one ingest now, then one after every settled burst of changes, until `on_run` returns
@@ -61,8 +63,12 @@ pub fn watch(
             })?;
     }
     let run_once = || -> Result<IngestReport> {
-        let (mut store, _) =
-            Store::open_with(&store_dir, config.wait, config.ingest.store.clone())?;
+        let (mut store, _) = Store::open_writer(
+            &store_dir,
+            config.wait,
+            config.ingest.store.clone(),
+            config.shared.as_ref(),
+        )?;
         let report = ingest(&mut store, &roots, &config.ingest, &NoProgress)?;
         store.close()?;
         Ok(report)

@@ -86,33 +86,21 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     for dir in &args.roots {
         ingest::canonical_root(dir)?;
     }
-    let shared = cli.shared_ledger(true, 4)?;
-    if shared.is_some() && args.watch {
-        cli.refuse_shared("ingest --watch")?;
-    }
+    let shared = cli
+        .shared_ledger(true, 4)?
+        .map(|ledger| groundidx::store::SharedWriting {
+            ledger,
+            lease_ttl: cli.lease_ttl,
+        });
     if args.watch {
-        return watch(cli, args, config, &interrupt);
+        return watch(cli, args, config, &interrupt, shared);
     }
-    let (mut store, _caught_up) = match &shared {
-        None => Store::open_with(
-            &cli.store_dir(),
-            args.wait.lock_wait(),
-            config.store.clone(),
-        )?,
-        Some(shared) => Store::open_shared(
-            &cli.store_dir(),
-            args.wait.lock_wait(),
-            config.store.clone(),
-            shared,
-            cli.lease_ttl,
-        )?,
-    };
-    if shared.is_none() && store.ledger().replica_state()?.is_some() {
-        return Err(Error::Usage(format!(
-            "the store at {} is a mirror of a shared ledger; an ingest without it would make the mirror disagree with it\nhint: pass the same --ledger postgres://… (or ingest into a store of its own)",
-            cli.store_dir().display()
-        )));
-    }
+    let (mut store, _caught_up) = Store::open_writer(
+        &cli.store_dir(),
+        args.wait.lock_wait(),
+        config.store.clone(),
+        shared.as_ref(),
+    )?;
     let bar = Bar::new(cli.quiet || cli.json);
     let result = ingest::ingest(&mut store, &args.roots, &config, &bar);
     bar.finish();
@@ -127,8 +115,15 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
 }
 
 /// `ingest --watch`: a run now, then one per settled burst of changes, until killed.
-fn watch(cli: &Cli, args: &Args, config: IngestConfig, interrupt: &Interrupt) -> Result<ExitCode> {
+fn watch(
+    cli: &Cli,
+    args: &Args,
+    config: IngestConfig,
+    interrupt: &Interrupt,
+    shared: Option<groundidx::store::SharedWriting>,
+) -> Result<ExitCode> {
     let watch_config = groundidx::watch::WatchConfig {
+        shared,
         roots: args.roots.clone(),
         ingest: config,
         wait: args.wait.lock_wait(),

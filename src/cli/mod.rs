@@ -233,16 +233,6 @@ impl Cli {
         };
         PgLedger::open(&options, migrate).map(Some)
     }
-
-    /// Refuses a command that does not work with a shared ledger yet.
-    pub fn refuse_shared(&self, what: &str) -> groundidx::Result<()> {
-        if self.ledger.is_some() {
-            return Err(groundidx::Error::Usage(format!(
-                "{what} does not work with a shared ledger (--ledger) yet\nhint: run it without --ledger on a store of its own"
-            )));
-        }
-        Ok(())
-    }
 }
 
 /// Parses the command line, sets up logs and colour, layers in the configuration file, runs

@@ -114,11 +114,18 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         None => HashMap::new(),
     };
     let embed_config = args.embed.model_config()?;
+    // A server with --reindex writes: like `ingest`, it may create or upgrade the schema.
     let shared = cli
-        .shared_ledger(false, 16)?
+        .shared_ledger(!args.reindex.is_empty(), 16)?
         .map(|ledger| groundidx::server::SharedServing {
             ledger,
             store: args.index.ingest_config().store,
+        });
+    let shared_writing = shared
+        .as_ref()
+        .map(|shared| groundidx::store::SharedWriting {
+            ledger: shared.ledger.clone(),
+            lease_ttl: cli.lease_ttl,
         });
     let config = HttpConfig {
         shared,
@@ -128,6 +135,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         tokens,
         allowed_origins: args.allow_origin.clone(),
         reindex: (!args.reindex.is_empty()).then(|| Reindex {
+            shared: shared_writing,
             roots: args.reindex.clone(),
             every: args.every,
             ingest: IngestConfig {

@@ -100,6 +100,8 @@ pub struct Reindex {
     pub roots: Vec<PathBuf>,
     pub every: Duration,
     pub ingest: IngestConfig,
+    /// The shared ledger each run publishes to, when there is one.
+    pub shared: Option<crate::store::SharedWriting>,
 }
 
 /// Settings of `groundidx serve`.
@@ -205,12 +207,18 @@ pub fn serve_stdio(
 /// One scheduled re-ingest. `Ok(None)` when another writer holds the store: that run is
 /// skipped, not queued, exactly as `ingest --no-wait` would.
 pub fn reindex_once(store_dir: &Path, reindex: &Reindex) -> Result<Option<IngestReport>> {
-    let (mut store, _) =
-        match Store::open_with(store_dir, LockWait::NoWait, reindex.ingest.store.clone()) {
-            Ok(opened) => opened,
-            Err(Error::LockBusy { .. }) => return Ok(None),
-            Err(other) => return Err(other),
-        };
+    let opened = Store::open_writer(
+        store_dir,
+        LockWait::NoWait,
+        reindex.ingest.store.clone(),
+        reindex.shared.as_ref(),
+    );
+    let (mut store, _) = match opened {
+        Ok(opened) => opened,
+        // Another writer, here or (with a shared ledger) on another host: skip this tick.
+        Err(Error::LockBusy { .. } | Error::LeaseBusy { .. }) => return Ok(None),
+        Err(other) => return Err(other),
+    };
     let report = ingest(&mut store, &reindex.roots, &reindex.ingest, &NoProgress)?;
     store.close()?;
     Ok(Some(report))
@@ -261,11 +269,6 @@ pub fn serve_http(
             Err(error @ Error::Interrupted { .. }) => return Err(error),
             outcome => on_reindex(outcome),
         }
-    }
-    if config.shared.is_some() && config.reindex.is_some() {
-        return Err(Error::Usage(
-            "serve --reindex does not work with a shared ledger (--ledger) yet\nhint: run `groundidx --ledger … ingest` from cron on any host; every server catches up by itself".into(),
-        ));
     }
     let agent = Arc::new(open_agent(store_dir, config.agent, config.shared.as_ref())?);
     if let Some(model) = query_model {

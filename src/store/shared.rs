@@ -183,6 +183,13 @@ fn renew(
     }
 }
 
+/// Where a writer writes when the ledger is shared: the ledger, and how long its lease lasts.
+#[derive(Clone, Debug)]
+pub struct SharedWriting {
+    pub ledger: PgLedger,
+    pub lease_ttl: Duration,
+}
+
 /// The shared ledger a writer's store publishes to, under its lease.
 pub(crate) struct SharedWriter {
     pub(crate) ledger: PgLedger,
@@ -220,6 +227,28 @@ impl Store {
         store.sync_vectors()?;
         store.report_progress()?;
         Ok((store, caught_up))
+    }
+
+    /// Opens the store at `dir` for writing: as a store of its own (`open_with`, which a mirror
+    /// refuses: its ledger must stay the shared one's copy), or as a mirror of `shared`
+    /// (`open_shared`).
+    pub fn open_writer(
+        dir: &Path,
+        wait: LockWait,
+        config: StoreConfig,
+        shared: Option<&SharedWriting>,
+    ) -> Result<(Store, CatchUp)> {
+        let Some(shared) = shared else {
+            let opened = Store::open_with(dir, wait, config)?;
+            if opened.0.ledger.replica_state()?.is_some() {
+                return Err(Error::Usage(format!(
+                    "the store at {} is a mirror of a shared ledger; an ingest without it would make the mirror disagree with it\nhint: pass the same --ledger postgres://… (or ingest into a store of its own)",
+                    dir.display()
+                )));
+            }
+            return Ok(opened);
+        };
+        Store::open_shared(dir, wait, config, &shared.ledger, shared.lease_ttl)
     }
 
     /// Records in the shared ledger how far this store's mirror is, so the log is kept for it

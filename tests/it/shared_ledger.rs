@@ -1143,3 +1143,64 @@ fn a_ledger_behind_tls_is_reached_encrypted_and_checked_against_its_ca() {
         2
     );
 }
+
+#[test]
+fn serve_reindex_and_ingest_watch_write_to_the_shared_ledger() {
+    let Some(schema) = schema("reindex_watch") else {
+        return;
+    };
+    let env = Env::sample();
+    let docs = env.docs.to_str().expect("utf-8");
+    // A server that re-ingests every second, under the lease like any writer.
+    let writer = serve_host(
+        &env,
+        &schema,
+        "writer",
+        &["--reindex", docs, "--every", "1s"],
+        &[],
+    );
+    let reader = serve_host(&env, &schema, "reader", &[], &[]);
+    let found = |server: &Server, query: &str, path: &str| -> bool {
+        let body = serde_json::json!({ "query": query }).to_string();
+        let reply = server.post("/v1/tools/search_docs", &[], &body);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let answer: Value = serde_json::from_str(&reply.body).expect("JSON");
+        answer["hits"][0]["paths"][0] == path
+    };
+    let wait_for = |what: &str, check: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !check() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    env.write(
+        "okapi.md",
+        "# Okapi\n\nThe okapi relay drains queues at dawn.\n",
+    );
+    wait_for("the reindexed document on the other host", &|| {
+        found(&reader, "okapi relay", "okapi.md")
+    });
+    drop(writer);
+    // `ingest --watch` on a third host: a change is published as soon as it settles.
+    let watcher_host = Host::new(&env, "watcher", &schema);
+    let mut watcher = watcher_host
+        .command(&["ingest", docs, "--watch", "--settle", "1s", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ingest --watch");
+    env.write(
+        "quokka.md",
+        "# Quokka\n\nThe quokka gateway retries twice.\n",
+    );
+    wait_for("the watched document on the other host", &|| {
+        found(&reader, "quokka gateway", "quokka.md")
+    });
+    watcher.kill().expect("kill the watch");
+    watcher.wait().expect("reap");
+    watcher_host.sync();
+    let reader_host = Host::new(&env, "reader", &schema);
+    reader_host.sync();
+    assert_all_equal_clean(&env, &schema, &[&watcher_host, &reader_host]);
+}
