@@ -433,6 +433,19 @@ impl Agent {
         }
     }
 
+    /// With a shared ledger: whether it answers, and how many calls wait in this host's spool
+    /// (`None` when the mirror cannot be read); `None` without one.
+    pub fn shared_state(&self) -> Option<(bool, Option<u64>)> {
+        self.shared.as_ref()?;
+        let spooled = self
+            .reads
+            .get()
+            .and_then(|ledger| ledger.counts())
+            .ok()
+            .map(|counts| counts.audit_events);
+        Some((self.ledger_reachable().is_ok(), spooled))
+    }
+
     /// The error a caller-keyed call gets while the shared ledger cannot be reached.
     fn refuse_unrecordable(&self) -> Result<(), CallError> {
         match self.ledger_reachable() {

@@ -244,21 +244,26 @@ async fn problems() -> Response {
 
 async fn metrics(State(state): State<Arc<HttpState>>) -> Response {
     let agent = state.agent.clone();
-    let (generation, last_ingest) = tokio::task::spawn_blocking(move || {
+    let (generation, last_ingest, shared) = tokio::task::spawn_blocking(move || {
         (
             agent.generation().ok(),
             agent.last_ingest_ms().ok().flatten(),
+            agent.shared_state(),
         )
     })
     .await
-    .unwrap_or((None, None));
+    .unwrap_or((None, None, None));
     let age = last_ingest.map(|ms| ((clock::now_ms() - ms).max(0)) as f64 / 1000.0);
+    let mut text = state.metrics.render(generation, age);
+    if let Some((reachable, spooled)) = shared {
+        text.push_str(&crate::server::metrics::render_shared(reachable, spooled));
+    }
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics.render(generation, age),
+        text,
     )
         .into_response()
 }

@@ -168,6 +168,27 @@ impl Metrics {
     }
 }
 
+/// The gauges of a server on a shared ledger: whether it reaches it, and how many calls it
+/// answered without it that wait in its spool.
+pub fn render_shared(reachable: bool, spooled: Option<u64>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP groundidx_ledger_reachable 1 while the shared ledger answers, 0 while this server is read-only."
+    );
+    let _ = writeln!(out, "# TYPE groundidx_ledger_reachable gauge");
+    let _ = writeln!(out, "groundidx_ledger_reachable {}", u8::from(reachable));
+    if let Some(spooled) = spooled {
+        let _ = writeln!(
+            out,
+            "# HELP groundidx_spooled_calls Calls answered while the shared ledger was away, not yet forwarded to it."
+        );
+        let _ = writeln!(out, "# TYPE groundidx_spooled_calls gauge");
+        let _ = writeln!(out, "groundidx_spooled_calls {spooled}");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::{escape, tool_label};

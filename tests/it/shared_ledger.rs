@@ -659,6 +659,12 @@ fn a_server_without_its_ledger_refuses_keyed_calls_and_spools_the_rest() {
     assert_eq!(health.status, 200, "{}", health.body);
     let health: Value = serde_json::from_str(&health.body).expect("JSON");
     assert_eq!(health["status"], "read_only", "{health}");
+    let metrics = server.get("/metrics").body;
+    assert!(
+        metrics.contains("groundidx_ledger_reachable 0"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("groundidx_spooled_calls 1"), "{metrics}");
     assert_eq!(health["ledger"]["reachable"], false, "{health}");
     // Refused at once while read-only, not after a retry budget.
     let started = std::time::Instant::now();
