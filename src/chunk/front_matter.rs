@@ -245,6 +245,7 @@ fn parse_yaml(block: &str) -> FrontMatter {
             }
         }
     }
+    let fields = without_nul(fields);
     FrontMatter {
         title: fields.get("title").filter(|t| !t.is_empty()).cloned(),
         tags: clean_tags(tags),
@@ -332,11 +333,27 @@ fn parse_toml(block: &str) -> FrontMatter {
         })
         .collect();
     FrontMatter {
-        title: title.filter(|t| !t.is_empty()),
+        title: title
+            .filter(|t| !t.is_empty())
+            .map(|t| t.replace('\0', "\u{FFFD}")),
         tags: clean_tags(tags),
-        fields,
+        fields: without_nul(fields),
         ..FrontMatter::default()
     }
+}
+
+/// Fields with every NUL replaced by U+FFFD: metadata is text, and a text column of
+/// PostgreSQL (a shared ledger) cannot hold a NUL.
+fn without_nul(fields: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    fields
+        .into_iter()
+        .map(|(key, value)| {
+            (
+                key.replace('\0', "\u{FFFD}"),
+                value.replace('\0', "\u{FFFD}"),
+            )
+        })
+        .collect()
 }
 
 fn unparsed(warning: String) -> FrontMatter {
@@ -355,7 +372,7 @@ fn split_tags(s: &str) -> Vec<String> {
 fn clean_tags(tags: Vec<String>) -> Vec<String> {
     let mut tags: Vec<String> = tags
         .into_iter()
-        .map(|t| t.trim().to_lowercase())
+        .map(|t| t.trim().to_lowercase().replace('\0', "\u{FFFD}"))
         .filter(|t| !t.is_empty())
         .collect();
     tags.sort();

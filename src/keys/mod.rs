@@ -288,6 +288,7 @@ impl CallError {
             } => {
                 format!("the store is busy; retry after {retry_after_seconds} s with the same key")
             }
+            CallError::Unavailable(why) if why.contains("shared ledger") => why.clone(),
             CallError::Unavailable(why) => {
                 format!("the index is unavailable ({why}); retry with the same key")
             }
@@ -451,7 +452,7 @@ impl Agent {
         match self.ledger_reachable() {
             Ok(()) => Ok(()),
             Err((_, why)) => Err(CallError::Unavailable(format!(
-                "the shared ledger cannot be reached, so this call could not be recorded; retry with the same key ({why})"
+                "the shared ledger cannot be reached, so this call could not be recorded ({why}); retry with the same key"
             ))),
         }
     }
@@ -823,6 +824,11 @@ fn unavailable(err: Error) -> CallError {
         },
         // A search the store cannot run as asked (semantic mode without vectors).
         Error::Usage(message) => CallError::InvalidArguments(message),
+        Error::Shared {
+            context, message, ..
+        } => CallError::Unavailable(format!(
+            "the shared ledger could not {context} ({message}); retry with the same key"
+        )),
         other => CallError::Unavailable(other.to_string()),
     }
 }

@@ -52,6 +52,18 @@ fn open_agent(
     shared: Option<&SharedServing>,
 ) -> Result<Agent> {
     let Some(shared) = shared else {
+        // A mirror served alone would record keyed calls where no other host sees them.
+        let ledger = crate::store::StorePaths::new(store_dir).ledger();
+        if ledger.exists()
+            && crate::ledger::Ledger::open(&ledger, crate::ledger::Access::ReadOnly)?
+                .replica_state()?
+                .is_some()
+        {
+            return Err(Error::Usage(format!(
+                "the store at {} is a mirror of a shared ledger; serving it without that ledger would record calls no other host sees\nhint: pass the same --ledger postgres://…",
+                store_dir.display()
+            )));
+        }
         return Agent::open(store_dir, config);
     };
     sync_replica(

@@ -1210,3 +1210,120 @@ fn serve_reindex_and_ingest_watch_write_to_the_shared_ledger() {
     reader_host.sync();
     assert_all_equal_clean(&env, &schema, &[&watcher_host, &reader_host]);
 }
+
+#[test]
+fn a_writer_frozen_inside_a_write_does_not_block_the_next_one_for_ever() {
+    let Some(schema) = schema("frozen") else {
+        return;
+    };
+    let env = Env::sample();
+    let host = Host::new(&env, "a", &schema);
+    host.ingest(&env.docs);
+    // A transaction that holds the counter row's lock and never ends, as a writer stopped
+    // inside its publish would.
+    let mut frozen = client(&schema.url);
+    let mut tx = frozen.transaction().expect("begin");
+    tx.query_one(
+        format!(
+            "SELECT writer_epoch FROM \"{}\".ledger_meta FOR UPDATE",
+            schema.name
+        )
+        .as_str(),
+        &[],
+    )
+    .expect("lock the counter row");
+    let started = std::time::Instant::now();
+    let busy = host.run(&["ingest", env.docs.to_str().expect("utf-8"), "--no-wait"]);
+    assert_eq!(
+        busy.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&busy.stderr)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "--no-wait waited {:?}",
+        started.elapsed()
+    );
+    tx.rollback().expect("rollback");
+    host.ingest(&env.docs);
+}
+
+#[test]
+fn hostile_metadata_and_settings_are_refused_or_survive_the_shared_ledger() {
+    let Some(schema) = schema("hostile") else {
+        return;
+    };
+    let env = Env::sample();
+    env.write(
+        "nul.md",
+        "---\ntitle: \"a\\0b\"\ntags: [\"t\\0g\"]\nowner: \"x\\0y\"\n---\n# Heading\n\nbody of the nul page\n",
+    );
+    let host = Host::new(&env, "a", &schema);
+    host.ingest(&env.docs);
+    assert_all_equal_clean(&env, &schema, &[&host]);
+    // A mirror is never served without its shared ledger.
+    let mut alone = Command::new(BIN);
+    isolate(&mut alone);
+    let alone = alone
+        .arg("--store")
+        .arg(&host.store)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .expect("run");
+    assert_eq!(alone.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&alone.stderr).contains("mirror of a shared ledger"));
+    // A database that does not exist is a usage error, not a retry.
+    let missing = schema.url.replace("/groundidx_test", "/no_such_database");
+    let mut wrong = Command::new(BIN);
+    isolate(&mut wrong);
+    let wrong = wrong
+        .args(["--ledger", &missing, "migrate"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        wrong.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&wrong.stderr)
+    );
+    // Schema names: a reserved word works (quoted), PostgreSQL's own prefix is refused, and
+    // another tool's `schema_migrations` is left alone.
+    let reserved = TestSchema {
+        url: schema.url.clone(),
+        name: "select".into(),
+    };
+    let quoted = Host::new(&env, "b", &reserved);
+    quoted.json(&["migrate", "--json"]);
+    drop(reserved);
+    let system = TestSchema {
+        url: schema.url.clone(),
+        name: "pg_groundidx".into(),
+    };
+    assert_eq!(
+        Host::new(&env, "c", &system)
+            .run(&["migrate"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let Some(other) = TestSchema::new("golang_migrate") else {
+        return;
+    };
+    client(&other.url)
+        .batch_execute(&format!(
+            "CREATE SCHEMA \"{0}\"; CREATE TABLE \"{0}\".schema_migrations (version bigint, dirty bool);
+             INSERT INTO \"{0}\".schema_migrations VALUES (1, false);",
+            other.name
+        ))
+        .expect("another tool's migrations");
+    let refused = Host::new(&env, "d", &other).run(&["migrate"]);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("another program"));
+    assert_eq!(count(&other.url, &other.name, "schema_migrations"), 1);
+}

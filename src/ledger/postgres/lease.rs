@@ -33,12 +33,24 @@ impl PgLedger {
         let ttl = ttl_secs as f64;
         self.run("take the writer lease", Budget::Writer, async |conn| {
             let tx = conn.transaction().await?;
-            // Waits for a write in flight, so the new epoch is set after it.
-            tx.query_one(
-                "SELECT writer_epoch FROM ledger_meta WHERE id = 1 FOR UPDATE",
-                &[],
-            )
-            .await?;
+            tx.batch_execute(super::LOCK_TIMEOUT).await?;
+            // Waits for a write in flight, so the new epoch is set after it; a write that does
+            // not end (its process frozen) counts as a held lease until the server ends it.
+            let locked = tx
+                .query_one(
+                    "SELECT writer_epoch FROM ledger_meta WHERE id = 1 FOR UPDATE",
+                    &[],
+                )
+                .await;
+            match locked {
+                Ok(_) => {}
+                Err(err)
+                    if err.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) =>
+                {
+                    return Ok(None);
+                }
+                Err(err) => return Err(err.into()),
+            }
             let taken = tx
                 .query_opt(
                     "UPDATE writer_lease

@@ -530,6 +530,7 @@ impl PgLedger {
 
 /// The first statement of every write of a writer: its epoch must still be the ledger's.
 pub(super) async fn fence(tx: &Tx<'_>, epoch: i64) -> std::result::Result<SharedMeta, PgError> {
+    tx.batch_execute(super::LOCK_TIMEOUT).await?;
     let row = tx
         .query_opt(
             "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq
@@ -749,12 +750,13 @@ impl PublishArgs {
         for document in &changes.documents {
             let hash = document.doc_hash.as_bytes().to_vec();
             args.doc_hashes.push(hash.clone());
-            args.doc_titles.push(document.title.clone());
+            args.doc_titles.push(document.title.as_deref().map(pg_text));
             args.doc_n_chunks.push(document.n_chunks);
-            args.doc_fields.push(document.fields.clone());
+            args.doc_fields
+                .push(document.fields.as_deref().map(pg_text));
             for tag in &document.tags {
                 args.tag_docs.push(hash.clone());
-                args.tags.push(tag.clone());
+                args.tags.push(pg_text(tag));
             }
             for chunk in &document.chunks {
                 args.link_docs.push(hash.clone());
@@ -768,8 +770,8 @@ impl PublishArgs {
             changes.chunks.iter().map(|c| c.chunk_id).collect();
         for chunk in &changes.chunks {
             args.chunk_ids.push(chunk.chunk_id.as_bytes().to_vec());
-            args.chunk_headings.push(chunk.heading.clone());
-            args.chunk_texts.push(chunk.text.clone());
+            args.chunk_headings.push(pg_text(&chunk.heading));
+            args.chunk_texts.push(pg_text(&chunk.text));
         }
         for row in &changes.log {
             args.log_generations.push(row.generation.0 as i64);
@@ -780,6 +782,16 @@ impl PublishArgs {
             }
         }
         args
+    }
+}
+
+/// Text as a PostgreSQL text column takes it: a NUL (which the chunker and front matter
+/// already replace) becomes U+FFFD rather than failing the whole batch.
+fn pg_text(text: &str) -> String {
+    if text.contains('\0') {
+        text.replace('\0', "\u{FFFD}")
+    } else {
+        text.to_string()
     }
 }
 

@@ -32,6 +32,14 @@ pub use lease::{LeaseGrant, LeaseInfo, lease_busy};
 pub use log::{ConsumerRow, Pulled, SharedCounts, SharedMeta};
 pub use schema::{MigrateReport, PG_SCHEMA_VERSION};
 
+/// How long the server lets one of our transactions sit idle before ending it (and releasing
+/// its locks): no transaction of ours waits on anything but the server in between statements.
+const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(30);
+
+/// How long a statement waits for a lock before giving up: the lease is then taken to be held,
+/// and a write is retried within its budget.
+pub(crate) const LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '2s'";
+
 /// How a shared ledger is reached.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PgOptions {
@@ -156,7 +164,13 @@ impl PgLedger {
         if config.get_application_name().is_none() {
             config.application_name("groundidx");
         }
-        config.options(format!("-c search_path={}", options.schema));
+        // A transaction left open by a frozen or vanished process holds the counter row's
+        // lock: the server ends it after this long, so no writer waits on it for ever.
+        config.options(format!(
+            "-c search_path=\"{}\" -c idle_in_transaction_session_timeout={}",
+            options.schema,
+            IDLE_IN_TRANSACTION.as_millis()
+        ));
         if options.ca_file.is_some() {
             config.ssl_mode(tokio_postgres::config::SslMode::Require);
         }
@@ -253,6 +267,25 @@ impl PgLedger {
     }
 
     fn error(&self, what: &str, err: PgError, retryable: bool) -> Error {
+        let code = match &err {
+            PgError::Db(err) | PgError::Pool(deadpool_postgres::PoolError::Backend(err)) => {
+                err.code().map(|code| code.code().to_string())
+            }
+            _ => None,
+        };
+        // Credentials or a database that do not work are the settings' fault: usage, exit 2.
+        if code.is_some_and(|code| code.starts_with("28") || code == "3D000") {
+            let message = match &err {
+                PgError::Db(err) | PgError::Pool(deadpool_postgres::PoolError::Backend(err)) => {
+                    db_message(err)
+                }
+                _ => String::new(),
+            };
+            return Error::Usage(format!(
+                "shared ledger {}: {what}: {message}\nhint: check the user, password and database in --ledger (and pg_hba.conf on the server)",
+                self.describe()
+            ));
+        }
         let message = match err {
             PgError::Db(err) => db_message(&err),
             PgError::Pool(deadpool_postgres::PoolError::Backend(err)) => db_message(&err),
@@ -343,11 +376,11 @@ fn check_schema_name(name: &str) -> Result<()> {
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if ok {
+    if ok && !name.starts_with("pg_") {
         Ok(())
     } else {
         Err(Error::Usage(format!(
-            "--ledger-schema {name:?}: a schema name is 1 to 63 lower-case letters, digits and _, not starting with a digit"
+            "--ledger-schema {name:?}: a schema name is 1 to 63 lower-case letters, digits and _, not starting with a digit or pg_"
         )))
     }
 }
@@ -400,7 +433,15 @@ mod tests {
     fn schema_names_are_plain_identifiers() {
         assert!(check_schema_name("groundidx").is_ok());
         assert!(check_schema_name("t_1").is_ok());
-        for bad in ["", "Groundidx", "1abc", "a-b", "a\"b", &"a".repeat(64)] {
+        for bad in [
+            "",
+            "Groundidx",
+            "1abc",
+            "a-b",
+            "a\"b",
+            "pg_temp",
+            &"a".repeat(64),
+        ] {
             assert!(check_schema_name(bad).is_err(), "{bad}");
         }
     }

@@ -49,30 +49,30 @@ impl PgLedger {
                 Found::Nothing => 0,
             };
             tx.batch_execute(&format!(
-                "CREATE SCHEMA IF NOT EXISTS {schema};
-                 CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
+                "CREATE SCHEMA IF NOT EXISTS \"{schema}\";
+                 CREATE TABLE IF NOT EXISTS \"{schema}\".schema_migrations (
                      version    int PRIMARY KEY,
                      name       text NOT NULL,
                      applied_at timestamptz NOT NULL DEFAULT clock_timestamp());
-                 LOCK TABLE {schema}.schema_migrations IN EXCLUSIVE MODE;"
+                 LOCK TABLE \"{schema}\".schema_migrations IN EXCLUSIVE MODE;"
             ))
             .await?;
             // Read again under the lock: another host may have migrated meanwhile.
             let at: i64 = tx
                 .query_one(
                     &format!(
-                        "SELECT coalesce(max(version), 0)::bigint FROM {schema}.schema_migrations"
+                        "SELECT coalesce(max(version), 0)::bigint FROM \"{schema}\".schema_migrations"
                     ),
                     &[],
                 )
                 .await?
                 .get(0);
             for (version, name, sql) in MIGRATIONS.iter().filter(|(v, _, _)| *v > at) {
-                tx.batch_execute(&format!("SET LOCAL search_path TO {schema};\n{sql}"))
+                tx.batch_execute(&format!("SET LOCAL search_path TO \"{schema}\";\n{sql}"))
                     .await?;
                 tx.execute(
                     &format!(
-                        "INSERT INTO {schema}.schema_migrations (version, name) VALUES ($1, $2)"
+                        "INSERT INTO \"{schema}\".schema_migrations (version, name) VALUES ($1, $2)"
                     ),
                     &[&(*version as i32), name],
                 )
@@ -136,15 +136,21 @@ async fn found(tx: &deadpool_postgres::Transaction<'_>, schema: &str) -> Result<
     let row = tx
         .query_one(
             "SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                     WHERE n.nspname = $1 AND c.relkind IN ('r', 'v', 'm', 'p', 'f')),
-                    to_regclass(quote_ident($1) || '.schema_migrations') IS NOT NULL",
+                      WHERE n.nspname = $1)
+                  + (SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                      WHERE n.nspname = $1),
+                    EXISTS (SELECT 1 FROM information_schema.columns
+                             WHERE table_schema = $1 AND table_name = 'schema_migrations'
+                               AND column_name = 'name'),
+                    to_regclass(quote_ident($1) || '.ledger_meta') IS NOT NULL",
             &[&schema],
         )
         .await?;
-    let n_tables: i64 = row.get(0);
+    let n_objects: i64 = row.get(0);
     let has_migrations: bool = row.get(1);
+    let has_meta: bool = row.get(2);
     if !has_migrations {
-        return Ok(if n_tables == 0 {
+        return Ok(if n_objects == 0 {
             Found::Nothing
         } else {
             Found::Foreign
@@ -152,11 +158,18 @@ async fn found(tx: &deadpool_postgres::Transaction<'_>, schema: &str) -> Result<
     }
     let version: i64 = tx
         .query_one(
-            &format!("SELECT coalesce(max(version), 0)::bigint FROM {schema}.schema_migrations"),
+            &format!(
+                "SELECT coalesce(max(version), 0)::bigint FROM \"{schema}\".schema_migrations"
+            ),
             &[],
         )
         .await?
         .get(0);
+    // Another tool's `schema_migrations` (golang-migrate's has no `name`) was caught above; a
+    // groundidx ledger past version 0 has its counter row.
+    if version > 0 && !has_meta {
+        return Ok(Found::Foreign);
+    }
     Ok(Found::Ledger(version))
 }
 
