@@ -135,6 +135,8 @@ pub struct ReplicaState {
     pub log_seq: u64,
     /// The last page of vectors of the shared ledger the mirror holds (its `vector_seq`).
     pub vector_seq: u64,
+    /// The shared ledger's token of `log_seq`.
+    pub log_token: String,
 }
 
 impl Ledger {
@@ -143,7 +145,7 @@ impl Ledger {
         self.conn
             .query_row(
                 "SELECT ledger_id, log_seq,
-                        coalesce((SELECT value FROM meta WHERE name = 'vector_seq'), 0)
+                        coalesce((SELECT value FROM meta WHERE name = 'vector_seq'), 0), log_token
                  FROM replica WHERE id = 1",
                 [],
                 |row| {
@@ -151,6 +153,7 @@ impl Ledger {
                         ledger_id: row.get(0)?,
                         log_seq: row.get::<_, i64>(1)? as u64,
                         vector_seq: row.get::<_, i64>(2)? as u64,
+                        log_token: row.get(3)?,
                     })
                 },
             )
@@ -674,9 +677,10 @@ pub(crate) fn set_position(
     )
     .map_err(sql_error("set generation"))?;
     tx.execute(
-        "INSERT INTO replica (id, ledger_id, log_seq) VALUES (1, ?1, ?2)
-         ON CONFLICT (id) DO UPDATE SET ledger_id = excluded.ledger_id, log_seq = excluded.log_seq",
-        params![state.ledger_id, state.log_seq as i64],
+        "INSERT INTO replica (id, ledger_id, log_seq, log_token) VALUES (1, ?1, ?2, ?3)
+         ON CONFLICT (id) DO UPDATE SET ledger_id = excluded.ledger_id,
+           log_seq = excluded.log_seq, log_token = excluded.log_token",
+        params![state.ledger_id, state.log_seq as i64, state.log_token],
     )
     .map_err(sql_error("record the mirror's position"))?;
     tx.execute(

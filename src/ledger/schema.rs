@@ -36,7 +36,10 @@ const SCHEMA_V5: &str = "
 CREATE TABLE replica (
     id        INTEGER PRIMARY KEY CHECK (id = 1),
     ledger_id TEXT NOT NULL,
-    log_seq   INTEGER NOT NULL
+    log_seq   INTEGER NOT NULL,
+    -- The shared ledger's token of that position: another token there means the shared ledger
+    -- is not the one this mirror copied (restored from a backup), and the mirror starts over.
+    log_token TEXT NOT NULL DEFAULT ''
 );
 ";
 

@@ -160,12 +160,12 @@ fn migrate_creates_the_schema_once_and_refuses_what_is_not_its_own() {
     let first = host.json(&["migrate", "--json"]);
     assert_eq!(
         (first["from"].as_i64(), first["to"].as_i64()),
-        (Some(0), Some(2))
+        (Some(0), Some(3))
     );
     let again = host.json(&["migrate", "--json"]);
     assert_eq!(again["from"], again["to"], "{again}");
     assert_success(&host.run(&["migrate", "--check"]), &["migrate", "--check"]);
-    assert_eq!(count(&schema.url, &schema.name, "schema_migrations"), 2);
+    assert_eq!(count(&schema.url, &schema.name, "schema_migrations"), 3);
 
     // A version from a newer groundidx is refused by every command, and left as it is.
     client(&schema.url)
@@ -232,7 +232,7 @@ fn hosts_migrating_at_once_apply_each_migration_once() {
         let output = child.wait_with_output().expect("wait");
         assert_success(&output, &["migrate"]);
     }
-    assert_eq!(count(&schema.url, &schema.name, "schema_migrations"), 2);
+    assert_eq!(count(&schema.url, &schema.name, "schema_migrations"), 3);
     assert_eq!(count(&schema.url, &schema.name, "ledger_meta"), 1);
 }
 
@@ -1326,4 +1326,37 @@ fn hostile_metadata_and_settings_are_refused_or_survive_the_shared_ledger() {
     );
     assert!(String::from_utf8_lossy(&refused.stderr).contains("another program"));
     assert_eq!(count(&other.url, &other.name, "schema_migrations"), 1);
+}
+
+#[test]
+fn a_mirror_of_a_ledger_restored_from_a_backup_starts_over() {
+    let Some(schema) = schema("restored") else {
+        return;
+    };
+    let env = Env::sample();
+    let writer = Host::new(&env, "writer", &schema);
+    let mirror = Host::new(&env, "mirror", &schema);
+    writer.ingest(&env.docs);
+    assert_eq!(mirror.sync()["mirror"], "bootstrapped");
+    assert_eq!(mirror.sync()["mirror"], "in_step");
+    // What a restore followed by other writes looks like to a mirror: its position now holds
+    // another batch (another token), though the ledger and the position are the same.
+    client(&schema.url)
+        .batch_execute(&format!(
+            "UPDATE \"{0}\".log_tokens SET token = 'restored' WHERE seq = (SELECT log_seq FROM \"{0}\".ledger_meta);
+             UPDATE \"{0}\".ledger_meta SET log_token = 'restored';",
+            schema.name
+        ))
+        .expect("pretend a restore");
+    assert_eq!(
+        mirror.sync()["mirror"],
+        "bootstrapped",
+        "not taken for in step"
+    );
+    assert_eq!(mirror.sync()["mirror"], "in_step");
+    // The writer's own mirror starts over too, at its next run, and nothing is lost.
+    edit(&env);
+    writer.ingest(&env.docs);
+    mirror.sync();
+    assert_all_equal_clean(&env, &schema, &[&writer, &mirror]);
 }

@@ -31,6 +31,8 @@ pub struct SharedMeta {
     pub log_floor_seq: u64,
     pub writer_epoch: i64,
     pub vector_seq: u64,
+    /// The token of `log_seq`.
+    pub log_token: String,
 }
 
 /// What a mirror at some position gets from `pull`.
@@ -88,7 +90,7 @@ impl PgLedger {
             async |conn| {
                 let row = conn
                     .query_one(
-                        "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq
+                        "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq, log_token
                        FROM ledger_meta WHERE id = 1",
                         &[],
                     )
@@ -181,9 +183,15 @@ impl PgLedger {
                 &[&seq, &args.roots, &args.paths],
             )
             .await?;
+            let token = uuid::Uuid::new_v4().to_string();
             tx.execute(
-                "UPDATE ledger_meta SET log_seq = $1, generation = $2 WHERE id = 1",
-                &[&seq, &(changes.generation.0 as i64)],
+                "INSERT INTO log_tokens (seq, token) VALUES ($1, $2)",
+                &[&seq, &token],
+            )
+            .await?;
+            tx.execute(
+                "UPDATE ledger_meta SET log_seq = $1, generation = $2, log_token = $3 WHERE id = 1",
+                &[&seq, &(changes.generation.0 as i64), &token],
             )
             .await?;
             crash_point("shared.before_commit");
@@ -192,6 +200,7 @@ impl PgLedger {
                 ledger_id: meta.ledger_id,
                 log_seq: seq as u64,
                 vector_seq: meta.vector_seq,
+                log_token: token,
             })
         })
     }
@@ -235,7 +244,7 @@ impl PgLedger {
                 .await?;
             let meta = meta_of(
                 &tx.query_one(
-                    "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq
+                    "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq, log_token
                        FROM ledger_meta WHERE id = 1",
                     &[],
                 )
@@ -244,11 +253,28 @@ impl PgLedger {
             let Some(mirror) = mirror.filter(|m| m.ledger_id == meta.ledger_id) else {
                 return Ok(Pulled::Behind(meta));
             };
-            if mirror.log_seq == meta.log_seq && mirror.vector_seq == meta.vector_seq {
+            if mirror.log_seq == meta.log_seq
+                && mirror.log_token == meta.log_token
+                && mirror.vector_seq == meta.vector_seq
+            {
                 return Ok(Pulled::UpToDate(meta));
             }
             if mirror.log_seq < meta.log_floor_seq || mirror.log_seq > meta.log_seq {
                 return Ok(Pulled::Behind(meta));
+            }
+            // The position the mirror holds must be the one this ledger has: a ledger restored
+            // from a backup reuses positions for other batches.
+            if mirror.log_seq > 0 {
+                let token: Option<String> = tx
+                    .query_opt(
+                        "SELECT token FROM log_tokens WHERE seq = $1",
+                        &[&(mirror.log_seq as i64)],
+                    )
+                    .await?
+                    .map(|row| row.get(0));
+                if token.as_deref() != Some(mirror.log_token.as_str()) {
+                    return Ok(Pulled::Behind(meta));
+                }
             }
             let (from, to) = (mirror.log_seq as i64, meta.log_seq as i64);
             let sources: Vec<SourceRow> = tx
@@ -302,6 +328,7 @@ impl PgLedger {
                     ledger_id: meta.ledger_id,
                     log_seq: meta.log_seq,
                     vector_seq: meta.vector_seq,
+                    log_token: meta.log_token.clone(),
                 },
                 last_run,
             })
@@ -322,7 +349,7 @@ impl PgLedger {
                     .await?;
                 let meta = meta_of(
                     &tx.query_one(
-                        "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq
+                        "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq, log_token
                        FROM ledger_meta WHERE id = 1",
                         &[],
                     )
@@ -354,6 +381,7 @@ impl PgLedger {
                         ledger_id: meta.ledger_id,
                         log_seq: meta.log_seq,
                         vector_seq: meta.vector_seq,
+                        log_token: meta.log_token.clone(),
                     },
                     last_run,
                 ))
@@ -424,6 +452,9 @@ impl PgLedger {
                 .await?;
             tx.execute("DELETE FROM source_log WHERE seq <= $1", &[&upto])
                 .await?;
+            // The floor's own token stays: a mirror at the floor still checks it.
+            tx.execute("DELETE FROM log_tokens WHERE seq < $1", &[&upto])
+                .await?;
             let floor: i64 = tx
                 .query_one(
                     "UPDATE ledger_meta SET log_floor_seq = greatest(log_floor_seq, $1)
@@ -452,7 +483,7 @@ impl PgLedger {
                 .await?;
             let meta = meta_of(
                 &tx.query_one(
-                    "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq
+                    "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq, log_token
                        FROM ledger_meta WHERE id = 1",
                     &[],
                 )
@@ -533,7 +564,7 @@ pub(super) async fn fence(tx: &Tx<'_>, epoch: i64) -> std::result::Result<Shared
     tx.batch_execute(super::LOCK_TIMEOUT).await?;
     let row = tx
         .query_opt(
-            "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq
+            "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq, log_token
                FROM ledger_meta WHERE id = 1 AND writer_epoch = $1 FOR UPDATE",
             &[&epoch],
         )
@@ -554,6 +585,7 @@ fn meta_of(row: &tokio_postgres::Row) -> SharedMeta {
         log_floor_seq: row.get::<_, i64>(3) as u64,
         writer_epoch: row.get(4),
         vector_seq: row.get::<_, i64>(5) as u64,
+        log_token: row.get(6),
     }
 }
 

@@ -7,12 +7,17 @@ use crate::error::{Error, Result};
 use crate::ledger::postgres::{Budget, PgError, PgLedger};
 
 /// The schema version this build reads and writes.
-pub const PG_SCHEMA_VERSION: i64 = 2;
+pub const PG_SCHEMA_VERSION: i64 = 3;
 
 /// Every migration: `(version, name, SQL)`.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "ledger", include_str!("migrations/0001_ledger.sql")),
     (2, "vectors", include_str!("migrations/0002_vectors.sql")),
+    (
+        3,
+        "log_tokens",
+        include_str!("migrations/0003_log_tokens.sql"),
+    ),
 ];
 
 /// What `migrate` found and did.
