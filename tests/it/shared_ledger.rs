@@ -1360,3 +1360,39 @@ fn a_mirror_of_a_ledger_restored_from_a_backup_starts_over() {
     mirror.sync();
     assert_all_equal_clean(&env, &schema, &[&writer, &mirror]);
 }
+
+#[test]
+fn keys_expire_by_the_database_clock_and_a_late_retry_is_not_counted_again() {
+    let Some(schema) = schema("key_gc") else {
+        return;
+    };
+    let env = Env::sample();
+    Host::new(&env, "writer", &schema).ingest(&env.docs);
+    const T0: &str = "1800000000000";
+    const LATER: &str = "1800700000000"; // eight days on: past the 7-day key TTL
+    let search = r#"{"query": "backups"}"#;
+    let key = [("Idempotency-Key", "late-1")];
+    {
+        let server = serve_host(&env, &schema, "a", &[], &[("GROUNDIDX_FAKE_NOW_MS", T0)]);
+        assert_eq!(
+            server.post("/v1/tools/search_docs", &key, search).status,
+            200
+        );
+    }
+    let gc = Host::new(&env, "writer", &schema)
+        .command(&["gc", "--json"])
+        .env("GROUNDIDX_FAKE_NOW_MS", LATER)
+        .output()
+        .expect("gc");
+    assert_success(&gc, &["gc"]);
+    let gc: Value = serde_json::from_slice(&gc.stdout).expect("JSON");
+    assert_eq!(gc["keys_removed"], 1, "{gc}");
+    assert_eq!(count(&schema.url, &schema.name, "idempotency_keys"), 0);
+    // The retry comes after its key record is gone: answered, but neither logged nor counted
+    // again, on another host too.
+    let server = serve_host(&env, &schema, "b", &[], &[("GROUNDIDX_FAKE_NOW_MS", LATER)]);
+    let late = server.post("/v1/tools/search_docs", &key, search);
+    assert_eq!(late.status, 200, "{}", late.body);
+    assert_eq!(count(&schema.url, &schema.name, "audit_events"), 1);
+    assert_eq!(count(&schema.url, &schema.name, "usage_events"), 1);
+}
