@@ -13,7 +13,9 @@ use serde_json::Value;
 
 use crate::agent_http::{Server, serve_with_env};
 use crate::crash::assert_crashed_at;
-use crate::support::{BIN, Env, assert_success, clean_export, isolate, parse_export, wait_paused};
+use crate::support::{
+    BIN, Env, assert_success, clean_export, index_files, isolate, parse_export, wait_paused,
+};
 use crate::support_pg::{TestSchema, client, count};
 
 /// Crash points on the shared ledger's paths: a writer's (lease, publish) and a replica's
@@ -247,11 +249,26 @@ fn a_second_ingest_writes_nothing_to_the_shared_ledger() {
     assert!(first["chunks"]["added"].as_u64() > Some(0));
     let before = counters(&schema);
     let log_rows = count(&schema.url, &schema.name, "chunk_log");
+    let replica = Host::new(&env, "replica", &schema);
+    replica.sync();
+    let (writer_index, replica_index) = (index_files(&host.store), index_files(&replica.store));
     let again = host.ingest(&env.docs);
     assert_eq!(again["chunks"]["added"], 0, "{again}");
     assert_eq!(again["chunks"]["removed"], 0, "{again}");
     assert_eq!(counters(&schema), before, "the counters did not move");
     assert_eq!(count(&schema.url, &schema.name, "chunk_log"), log_rows);
+    // No Tantivy segment either, on the writer or on a replica that syncs again.
+    assert_eq!(replica.sync()["mirror"], "in_step");
+    assert_eq!(
+        index_files(&host.store),
+        writer_index,
+        "the writer's index was written"
+    );
+    assert_eq!(
+        index_files(&replica.store),
+        replica_index,
+        "the replica's index was written"
+    );
     // A second host ingesting the same folder (same root) finds everything in place too.
     let other = Host::new(&env, "b", &schema);
     let theirs = other.ingest(&env.docs);

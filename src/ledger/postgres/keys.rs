@@ -58,12 +58,7 @@ impl PgLedger {
     /// What the shared ledger knows of a key, from one snapshot.
     pub fn lookup_key(&self, scope: &str, key: &str) -> Result<KeyLookup> {
         self.run("look up a key", Budget::Call, async |conn| {
-            let tx = conn
-                .build_transaction()
-                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await?;
+            let tx = super::read_snapshot(conn).await?;
             lookup(&tx, scope, key).await
         })
     }
@@ -105,12 +100,7 @@ impl PgLedger {
                 // Another call with this key committed first (or a record `gc` left as an
                 // audit row only): nothing of this one is written.
                 drop(tx);
-                let tx = conn
-                    .build_transaction()
-                    .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-                    .read_only(true)
-                    .start()
-                    .await?;
+                let tx = super::read_snapshot(conn).await?;
                 return Ok((
                     RecordOutcome::Existing(lookup(&tx, call.scope, call.key).await?),
                     now,

@@ -90,8 +90,7 @@ impl PgLedger {
             async |conn| {
                 let row = conn
                     .query_one(
-                        "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq, log_token
-                       FROM ledger_meta WHERE id = 1",
+                        &format!("SELECT {META_COLUMNS} FROM ledger_meta WHERE id = 1"),
                         &[],
                     )
                     .await?;
@@ -236,20 +235,8 @@ impl PgLedger {
     /// The changes after a mirror's position, in one snapshot of the shared ledger.
     pub fn pull(&self, mirror: Option<&ReplicaState>) -> Result<Pulled> {
         self.run("read the shared log", Budget::Command, async |conn| {
-            let tx = conn
-                .build_transaction()
-                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await?;
-            let meta = meta_of(
-                &tx.query_one(
-                    "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq, log_token
-                       FROM ledger_meta WHERE id = 1",
-                    &[],
-                )
-                .await?,
-            );
+            let tx = super::read_snapshot(conn).await?;
+            let meta = read_meta(&tx).await?;
             let Some(mirror) = mirror.filter(|m| m.ledger_id == meta.ledger_id) else {
                 return Ok(Pulled::Behind(meta));
             };
@@ -341,20 +328,8 @@ impl PgLedger {
             "read a snapshot of the shared ledger",
             Budget::Command,
             async |conn| {
-                let tx = conn
-                    .build_transaction()
-                    .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-                    .read_only(true)
-                    .start()
-                    .await?;
-                let meta = meta_of(
-                    &tx.query_one(
-                        "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq, log_token
-                       FROM ledger_meta WHERE id = 1",
-                        &[],
-                    )
-                    .await?,
-                );
+                let tx = super::read_snapshot(conn).await?;
+                let meta = read_meta(&tx).await?;
                 let sources: Vec<SourceRow> = tx
                     .query(
                         "SELECT root, path, doc_hash FROM sources ORDER BY root, path",
@@ -475,20 +450,8 @@ impl PgLedger {
         after_seq: u64,
     ) -> Result<(Vec<ChunkId>, Vec<ChunkId>, SharedMeta)> {
         self.run("read the shared chunk IDs", Budget::Command, async |conn| {
-            let tx = conn
-                .build_transaction()
-                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await?;
-            let meta = meta_of(
-                &tx.query_one(
-                    "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq, log_token
-                       FROM ledger_meta WHERE id = 1",
-                    &[],
-                )
-                .await?,
-            );
+            let tx = super::read_snapshot(conn).await?;
+            let meta = read_meta(&tx).await?;
             let ids = |rows: Vec<tokio_postgres::Row>| -> Result<Vec<ChunkId>> {
                 rows.into_iter().map(|row| chunk_id(row.get(0))).collect()
             };
@@ -564,8 +527,9 @@ pub(super) async fn fence(tx: &Tx<'_>, epoch: i64) -> std::result::Result<Shared
     tx.batch_execute(super::LOCK_TIMEOUT).await?;
     let row = tx
         .query_opt(
-            "SELECT ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq, log_token
-               FROM ledger_meta WHERE id = 1 AND writer_epoch = $1 FOR UPDATE",
+            &format!(
+                "SELECT {META_COLUMNS} FROM ledger_meta WHERE id = 1 AND writer_epoch = $1 FOR UPDATE"
+            ),
             &[&epoch],
         )
         .await?;
@@ -575,6 +539,21 @@ pub(super) async fn fence(tx: &Tx<'_>, epoch: i64) -> std::result::Result<Shared
             context: format!("another writer took the lease after epoch {epoch}"),
         })),
     }
+}
+
+/// The counter row's columns, in the order `meta_of` reads them.
+const META_COLUMNS: &str =
+    "ledger_id, generation, log_seq, log_floor_seq, writer_epoch, vector_seq, log_token";
+
+/// The counter row, as the transaction sees it.
+async fn read_meta(tx: &Tx<'_>) -> std::result::Result<SharedMeta, PgError> {
+    let row = tx
+        .query_one(
+            &format!("SELECT {META_COLUMNS} FROM ledger_meta WHERE id = 1"),
+            &[],
+        )
+        .await?;
+    Ok(meta_of(&row))
 }
 
 fn meta_of(row: &tokio_postgres::Row) -> SharedMeta {

@@ -130,6 +130,17 @@ impl From<Error> for PgError {
 /// The connection a transaction body is given.
 pub(crate) type Conn = deadpool_postgres::Object;
 
+/// A `REPEATABLE READ READ ONLY` transaction: everything read in it is one snapshot.
+pub(crate) async fn read_snapshot(
+    conn: &mut Conn,
+) -> std::result::Result<deadpool_postgres::Transaction<'_>, tokio_postgres::Error> {
+    conn.build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+}
+
 impl PgLedger {
     /// Opens the shared ledger at `options` and checks its schema: migrated to this build's
     /// version when `migrate` is set (the first write does), otherwise required to be at it.
