@@ -80,7 +80,7 @@ pub fn stat_key(config: &LocalConfig) -> Result<String> {
 /// resolved settings. Reads the weights once; loads nothing.
 pub fn fingerprint(config: &LocalConfig) -> Result<Fingerprint> {
     let folder = ModelFolder::read(config)?;
-    let tokenizer_bytes = read_whole(&folder.dir, folder::TOKENIZER)?;
+    let tokenizer_bytes = read_tokenizer(&folder.dir)?;
     let mut hash = StreamHash::new(MODEL_VERSION);
     hash_weights_streamed(&folder.dir, &mut hash)?;
     Ok(finish_fingerprint(hash, &folder, &tokenizer_bytes))
@@ -103,7 +103,7 @@ impl LocalModel {
     pub fn load(config: &LocalConfig) -> Result<LocalModel> {
         let folder = ModelFolder::read(config)?;
         let dir = folder.dir.clone();
-        let tokenizer_bytes = read_whole(&dir, folder::TOKENIZER)?;
+        let tokenizer_bytes = read_tokenizer(&dir)?;
         let tokenizer = tokenizer(&dir, &tokenizer_bytes, &folder.settings)?;
         let weights = read_whole(&dir, folder::WEIGHTS)?;
 
@@ -116,8 +116,9 @@ impl LocalModel {
                 model_error(
                     &dir,
                     format!(
-                        "{} is not a readable safetensors file (truncated or damaged?): {error}",
-                        folder::WEIGHTS
+                        "{} is not a readable safetensors file (truncated or damaged?): {}",
+                        folder::WEIGHTS,
+                        candle_message(&error)
                     ),
                     "download the model folder again",
                 )
@@ -126,9 +127,10 @@ impl LocalModel {
             model_error(
                 &dir,
                 format!(
-                    "{} does not hold the BERT weights {} describes: {error}",
+                    "{} does not hold the BERT weights {} describes: {}",
                     folder::WEIGHTS,
-                    folder::CONFIG
+                    folder::CONFIG,
+                    candle_message(&error)
                 ),
                 "download the model folder again; a folder with weights of another architecture cannot be used",
             )
@@ -207,10 +209,12 @@ impl LocalModel {
                 (encoding.get_ids(), encoding.get_type_ids())
             })
             .collect::<Vec<_>>();
-        let hidden = self
-            .model
-            .forward(&texts)
-            .map_err(|error| self.error(format!("the forward pass failed: {error}")))?;
+        let hidden = self.model.forward(&texts).map_err(|error| {
+            self.error(format!(
+                "the forward pass failed: {}",
+                candle_message(&error)
+            ))
+        })?;
         Ok((0..pack.len())
             .map(|text| {
                 let mut vector = pool(&hidden, text, self.dims(), self.folder.settings.pooling);
@@ -367,6 +371,32 @@ fn tokenizer(dir: &Path, bytes: &[u8], settings: &Settings) -> Result<Tokenizer>
         ));
     }
     Ok(tokenizer)
+}
+
+/// A candle error as one message, without the backtrace candle captures into its errors when
+/// `RUST_BACKTRACE` is set (its `Display` prints it, dozens of lines of frames): an error about
+/// a model folder is for the user, who needs what is wrong and with which file.
+fn candle_message(error: &candle_core::Error) -> String {
+    use candle_core::Error as E;
+    match error {
+        E::WithBacktrace { inner, .. } => candle_message(inner),
+        E::Context { inner, context } => format!("{context}: {}", candle_message(inner)),
+        E::WithPath { inner, path } => {
+            format!("{}: {}", path.display(), candle_message(inner))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// `tokenizer.json`, bounded (`folder::MAX_TOKENIZER_BYTES`).
+fn read_tokenizer(dir: &Path) -> Result<Vec<u8>> {
+    folder::read_bounded(dir, folder::TOKENIZER, folder::MAX_TOKENIZER_BYTES)?.ok_or_else(|| {
+        model_error(
+            dir,
+            format!("{} is missing", folder::TOKENIZER),
+            "check that the model folder is complete and readable",
+        )
+    })
 }
 
 fn read_whole(dir: &Path, name: &str) -> Result<Vec<u8>> {

@@ -76,7 +76,8 @@
 //! - `stat_cache`: what the stat cache may conclude: ctime, reused inodes, the schema upgrade.
 //! - `foreign_store`: another program's SQLite file as the ledger is refused and left untouched.
 //! - `embed_local`: the local embedding model: vectors as sentence-transformers makes them, the
-//!   folder's settings, the fingerprint and stat key, and an error for each unusable folder.
+//!   folder's settings, the fingerprint and stat key, and an error for each unusable folder:
+//!   one message whatever `RUST_BACKTRACE` says, after a bounded read of a hostile one.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
 
