@@ -1,4 +1,4 @@
-//! Resource faults: a full disk (the ledger's side and the index's side),
+//! Resource faults: a full disk (the ledger's side, the index's side and the vector index's),
 //! an unwritable or read-only store, and a ledger locked by another connection. A run that meets
 //! one fails with an error naming the store and the cause and an exit status from README.md's
 //! table, never a panic; the store stays consistent (`verify` passes, or reports a lag the next
@@ -341,6 +341,82 @@ fn enospc_at_any_moment_on_either_store_leaves_a_store_the_next_run_heals() {
     assert!(
         sides.iter().any(|(_, side, _)| *side == "index"),
         "no run ran out of space in the index: {sides:?}"
+    );
+}
+
+#[test]
+fn a_disk_filling_up_during_the_first_embedding_leaves_no_temporary_file_and_heals() {
+    let mut env = Env::empty();
+    generate_corpus(&env.docs, 40);
+    let server = crate::embed_server::EmbedServer::start(crate::embed_server::Vectors::Words);
+    let flags = server.flags("words");
+    let embed: Vec<&str> = flags.iter().map(String::as_str).collect();
+    // What the embedding adds to a store: the ledger's vectors and the vector index.
+    let clean = Env::empty();
+    crate::support::copy_tree(&env.docs, &clean.docs);
+    clean.ingest();
+    let lexical = tree_bytes(&clean.store);
+    clean.json(&ingest_args(&clean, &embed));
+    let embedding = tree_bytes(&clean.store)
+        .saturating_sub(lexical)
+        .max(64 << 10);
+    let reference = clean.export();
+    drop(clean);
+
+    let disk = env.tmp.path().join("disk");
+    let size = ((lexical + embedding) * 4) & !4095;
+    let Some(_tmpfs) = Tmpfs::mount(&disk, size, "the first-embedding ENOSPC test") else {
+        return;
+    };
+    let mut outcomes = Vec::new();
+    for eighths in [2, 6, 9, 10, 12] {
+        env.store = disk.join(format!("store-{eighths}"));
+        env.ingest();
+        // Opening the ledger needs room for its `-shm` file: a disk full before the embedding
+        // is the other tests' case.
+        let free = embedding * eighths / 8 + (64 << 10);
+        let filler = disk.join("filler");
+        fill(&filler, size.saturating_sub(tree_bytes(&disk) + free));
+
+        let output = env.run(&ingest_args(&env, &embed));
+        let outcome = if output.status.success() {
+            "done"
+        } else {
+            let stderr = assert_clear_failure(&output, &env.store, NO_SPACE);
+            let error = stderr
+                .lines()
+                .find(|line| line.starts_with("error: "))
+                .expect("an error line");
+            if error.contains("vectors.bin") {
+                "vector index"
+            } else {
+                "ledger"
+            }
+        };
+        let leftover = env.store.join("vectors.bin.tmp");
+        assert!(
+            !leftover.exists(),
+            "{} was left behind ({outcome}): {}",
+            leftover.display(),
+            text(&output.stderr)
+        );
+        let state = assert_consistent(&env);
+        outcomes.push((free, outcome, state));
+
+        std::fs::remove_file(&filler).expect("free the space");
+        env.json(&ingest_args(&env, &embed));
+        let report = env.json(&["verify", "--json"]);
+        assert_eq!(report["identical"], true, "{report}");
+        assert_eq!(report["vectors"]["identical"], true, "{report}");
+        assert_eq!(env.export(), reference);
+        std::fs::remove_dir_all(&env.store).expect("remove the store");
+    }
+    eprintln!("free bytes, what failed, what verify said: {outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .any(|(_, outcome, _)| *outcome == "vector index"),
+        "no run ran out of space writing the vector index: {outcomes:?}"
     );
 }
 
