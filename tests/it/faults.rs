@@ -593,7 +593,8 @@ async fn a_store_on_a_read_only_mount_answers_every_read_command() {
     let Some(tmpfs) = Tmpfs::mount(&disk, 64 << 20, "the read-only store test") else {
         return;
     };
-    env.store = disk.join("store");
+    // Characters that mean something in an SQLite URI: the immutable ledger is opened by one.
+    env.store = disk.join("store ?mode=rw#%41");
     env.ingest();
     // A writer that closed cleanly leaves no write-ahead log (a reader would leave an empty
     // one): on the read-only mount the ledger is opened immutable. What the reads must give is
