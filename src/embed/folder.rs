@@ -37,6 +37,10 @@ pub const MAX_TOKENIZER_BYTES: u64 = 32 << 20;
 /// length would leave no room for the text at all.
 pub const MAX_PREFIX_BYTES: usize = 4096;
 
+/// The largest `model.safetensors` read, whatever `config.json` says: BERT-large in f32 is
+/// 1.3 GB. Below it the bound is `ModelFolder::max_weights_bytes`.
+pub const MAX_WEIGHTS_BYTES: u64 = 4 << 30;
+
 /// Every path the settings or the vectors depend on, in a fixed order (for `stat_key`).
 pub const FILES: [&str; 7] = [
     CONFIG,
@@ -199,6 +203,61 @@ impl ModelFolder {
             bert,
             settings,
         })
+    }
+}
+
+impl ModelFolder {
+    /// The most bytes `model.safetensors` may hold for the BERT `config.json` describes: its
+    /// parameters (embeddings, layers, pooler) at 8 bytes each (f64, the widest type), twice
+    /// over for the heads a checkpoint may carry beside them, and 64 MiB for the header; at most
+    /// `MAX_WEIGHTS_BYTES`. The weights are read whole into memory (and hashed whole), so a
+    /// larger file, or a sparse one of any size, is refused before it is read.
+    pub fn max_weights_bytes(&self) -> u64 {
+        let config = &self.bert;
+        let [hidden, inner, layers, vocab, positions, types] = [
+            config.hidden_size,
+            config.intermediate_size,
+            config.num_hidden_layers,
+            config.vocab_size,
+            config.max_position_embeddings,
+            config.type_vocab_size,
+        ]
+        .map(|value| value as u64);
+        let embeddings = vocab
+            .saturating_add(positions)
+            .saturating_add(types)
+            .saturating_add(2)
+            .saturating_mul(hidden);
+        let layer = hidden
+            .saturating_mul(hidden)
+            .saturating_add(hidden)
+            .saturating_mul(4)
+            .saturating_add(hidden.saturating_mul(inner).saturating_mul(2))
+            .saturating_add(inner)
+            .saturating_add(hidden.saturating_mul(5));
+        let pooler = hidden.saturating_mul(hidden).saturating_add(hidden);
+        let parameters = embeddings
+            .saturating_add(layer.saturating_mul(layers))
+            .saturating_add(pooler);
+        parameters
+            .saturating_mul(16)
+            .saturating_add(64 << 20)
+            .min(MAX_WEIGHTS_BYTES)
+    }
+
+    /// Refuses a `model.safetensors` of `size` bytes over `max_weights_bytes`.
+    pub fn check_weights_size(&self, size: u64) -> Result<()> {
+        let limit = self.max_weights_bytes();
+        if size > limit {
+            return Err(model_error(
+                &self.dir,
+                format!(
+                    "{WEIGHTS} is {size} bytes, over the limit of {limit} bytes for the model {CONFIG} describes"
+                ),
+                "download the model folder again; this is not the file the model publishes",
+            ));
+        }
+        Ok(())
     }
 }
 

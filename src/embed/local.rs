@@ -82,7 +82,7 @@ pub fn fingerprint(config: &LocalConfig) -> Result<Fingerprint> {
     let folder = ModelFolder::read(config)?;
     let tokenizer_bytes = read_tokenizer(&folder.dir)?;
     let mut hash = StreamHash::new(MODEL_VERSION);
-    hash_weights_streamed(&folder.dir, &mut hash)?;
+    hash_weights_streamed(&folder, &mut hash)?;
     Ok(finish_fingerprint(hash, &folder, &tokenizer_bytes))
 }
 
@@ -105,6 +105,16 @@ impl LocalModel {
         let dir = folder.dir.clone();
         let tokenizer_bytes = read_tokenizer(&dir)?;
         let tokenizer = tokenizer(&dir, &tokenizer_bytes, &folder.settings)?;
+        let weights_size = std::fs::metadata(dir.join(folder::WEIGHTS))
+            .map_err(|error| {
+                model_error(
+                    &dir,
+                    format!("{} cannot be read: {error}", folder::WEIGHTS),
+                    "check that the model folder is complete and readable",
+                )
+            })?
+            .len();
+        folder.check_weights_size(weights_size)?;
         let weights = read_whole(&dir, folder::WEIGHTS)?;
 
         let mut hash = StreamHash::new(MODEL_VERSION);
@@ -410,8 +420,10 @@ fn read_whole(dir: &Path, name: &str) -> Result<Vec<u8>> {
 }
 
 /// Feeds the weights file as one `part` (its length, then its bytes) without holding it whole;
-/// fails if the file changes size while it is read.
-fn hash_weights_streamed(dir: &Path, hash: &mut StreamHash) -> Result<()> {
+/// fails if the file changes size while it is read, or is larger than the model `config.json`
+/// describes can be (`ModelFolder::check_weights_size`).
+fn hash_weights_streamed(model_folder: &ModelFolder, hash: &mut StreamHash) -> Result<()> {
+    let dir = &model_folder.dir;
     let cannot = |error: std::io::Error| {
         model_error(
             dir,
@@ -421,11 +433,13 @@ fn hash_weights_streamed(dir: &Path, hash: &mut StreamHash) -> Result<()> {
     };
     let mut file = File::open(dir.join(folder::WEIGHTS)).map_err(cannot)?;
     let expected = file.metadata().map_err(cannot)?.len();
+    model_folder.check_weights_size(expected)?;
     // The same framing as `StreamHash::part`: the length, then the bytes.
     hash.raw(&expected.to_le_bytes());
     let mut buffer = vec![0u8; 1 << 20];
     let mut seen = 0u64;
-    loop {
+    // A file growing meanwhile is read no further than just past its size.
+    while seen <= expected {
         let n = file.read(&mut buffer).map_err(cannot)?;
         if n == 0 {
             break;

@@ -576,8 +576,13 @@ fn a_hostile_folder_is_refused_after_a_bounded_read_naming_the_file_and_the_limi
     assert_names(&message, &dir, "the configured passage prefix");
     assert!(message.contains("limit of 4096 bytes"), "{message}");
 
-    // Files far over their bounds (sparse: they take no disk) are refused from their size.
-    for (name, size) in [("config.json", 256u64 << 20), ("tokenizer.json", 64 << 20)] {
+    // Files far over their bounds (sparse: they take no disk) are refused from their size; the
+    // weights' bound is what the model config.json describes can hold.
+    for (name, size) in [
+        ("config.json", 256u64 << 20),
+        ("tokenizer.json", 64 << 20),
+        ("model.safetensors", 1 << 30),
+    ] {
         let (_temp, dir) = synthetic_folder("sparse");
         fs::remove_file(dir.join(name)).expect("unlink");
         fs::File::create(dir.join(name))
