@@ -380,6 +380,26 @@ fn tokenizer(dir: &Path, bytes: &[u8], settings: &Settings) -> Result<Tokenizer>
             "use the tokenizer.json published with the model (with its post-processor)",
         ));
     }
+    // A prefix that fills the maximum length leaves no token for the text: every passage (or
+    // every query) would get the prefix's own vector.
+    for (prefix, what) in [
+        (&settings.query_prefix, "query"),
+        (&settings.passage_prefix, "passage"),
+    ] {
+        let tokens = tokenizer
+            .encode(prefix.as_str(), false)
+            .map_or(0, |encoding| encoding.get_ids().len());
+        if tokens + empty >= settings.max_tokens {
+            return Err(model_error(
+                dir,
+                format!(
+                    "the {what} prefix takes {tokens} of the {} tokens a text is cut to, leaving none for the text",
+                    settings.max_tokens
+                ),
+                "shorten the prefix, or raise the maximum length",
+            ));
+        }
+    }
     Ok(tokenizer)
 }
 

@@ -625,3 +625,18 @@ fn model_errors_print_one_message_whatever_rust_backtrace_says() {
         "the error carries a backtrace: {stderr}"
     );
 }
+
+#[test]
+fn a_prefix_that_leaves_no_room_for_the_text_is_refused() {
+    let Some(source) = minilm() else { return };
+    let (_temp, dir) = linked_folder(&source, "long-prefix");
+    // Under the byte limit, but over the 256 tokens a text is cut to: every passage would be
+    // embedded as the prefix alone.
+    let config = LocalConfig {
+        passage_prefix: Some("passage ".repeat(300)),
+        ..local(&dir)
+    };
+    let message = model_error(LocalModel::load(&config));
+    assert_names(&message, &dir, "the passage prefix takes");
+    assert!(message.contains("of the 256 tokens"), "{message}");
+}
