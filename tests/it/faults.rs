@@ -643,7 +643,7 @@ async fn a_store_on_a_read_only_mount_answers_every_read_command() {
         .collect();
     assert_eq!(served, hits, "{}", answer.raw);
     assert_eq!(answer.meta["groundidx/readOnly"], true, "{}", answer.raw);
-    let keyed = mcp.search("ro/1", arguments).await;
+    let keyed = mcp.search("ro/1", arguments.clone()).await;
     keyed.assert_error("unavailable");
     assert!(
         keyed.text.contains("read-only file system"),
@@ -651,6 +651,23 @@ async fn a_store_on_a_read_only_mount_answers_every_read_command() {
         keyed.raw
     );
     mcp.stop().await;
+    let server = crate::agent_http::serve(&env, &[]);
+    let reply = server.search(None, &arguments.to_string());
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        reply.header("groundidx-read-only"),
+        Some("1"),
+        "{}",
+        reply.body
+    );
+    let served: Vec<String> = reply.json()["hits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hits: {}", reply.body))
+        .iter()
+        .map(|hit| hit["chunk_id"].as_str().expect("a chunk ID").to_string())
+        .collect();
+    assert_eq!(served, hits, "{}", reply.body);
+    drop(server);
 
     tmpfs.remount("rw");
     let counts = env.json(&["status", "--json"]);
