@@ -204,9 +204,7 @@ impl ModelFolder {
             settings,
         })
     }
-}
 
-impl ModelFolder {
     /// The most bytes `model.safetensors` may hold for the BERT `config.json` describes: its
     /// parameters (embeddings, layers, pooler) at 8 bytes each (f64, the widest type), twice
     /// over for the heads a checkpoint may carry beside them, and 64 MiB for the header; at most

@@ -1099,7 +1099,6 @@ impl BatchWriter<'_> {
     }
 }
 
-/// Maps a rusqlite error to the library's: busy and locked become the retryable `Busy`.
 /// True when the file system holding `path` is mounted read-only: nothing can write there,
 /// so no writer can change the ledger while it stays so.
 pub fn on_read_only_mount(path: &Path) -> bool {
@@ -1154,6 +1153,7 @@ fn unreadable_log_on_read_only_mount(path: &Path) -> Error {
     )
 }
 
+/// Maps a rusqlite error to the library's: busy and locked become the retryable `Busy`.
 pub(crate) fn sql_error(context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> Error {
     let context = context.into();
     move |source| match source.sqlite_error_code() {
