@@ -397,7 +397,8 @@ fn parse(bytes: &[u8]) -> std::result::Result<VectorSet, String> {
 }
 
 /// Writes the vector index file from `rows` (chunk ID order), aside and then renamed into place.
-/// `fill` is called with a sink that takes one row at a time.
+/// `fill` is called with a sink that takes one row at a time. A write that fails (a full disk)
+/// removes the file it wrote aside: the previous file, or none, stays as it was.
 pub fn write(
     path: &Path,
     marker: &Marker,
@@ -405,11 +406,40 @@ pub fn write(
     fill: impl FnOnce(&mut dyn FnMut(&ChunkId, &[f32]) -> Result<()>) -> Result<()>,
 ) -> Result<u64> {
     let aside = temporary(path);
+    let written = write_aside(&aside, marker, dims, fill).and_then(|count| {
+        crash_point("vectors.before_rename");
+        std::fs::rename(&aside, path)
+            .map_err(|err| Error::io(format!("rename {} into place", aside.display()), err))?;
+        Ok(count)
+    });
+    let count = match written {
+        Ok(count) => count,
+        Err(err) => {
+            let _ = std::fs::remove_file(&aside);
+            return Err(err);
+        }
+    };
+    if let Some(dir) = path.parent()
+        && let Ok(dir) = std::fs::File::open(dir)
+    {
+        let _ = dir.sync_all();
+    }
+    crash_point("vectors.after_rename");
+    Ok(count)
+}
+
+/// Writes the whole file at `aside` and syncs it; returns its row count.
+fn write_aside(
+    aside: &Path,
+    marker: &Marker,
+    dims: usize,
+    fill: impl FnOnce(&mut dyn FnMut(&ChunkId, &[f32]) -> Result<()>) -> Result<()>,
+) -> Result<u64> {
     let io = |what: &str| {
         let context = format!("{what} {}", aside.display());
         move |err| Error::io(context, err)
     };
-    let file = std::fs::File::create(&aside).map_err(io("create"))?;
+    let file = std::fs::File::create(aside).map_err(io("create"))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let mut hash = StreamHash::new(ids::VECTORS_VERSION);
     let mut header = Vec::with_capacity(HEADER_LEN);
@@ -453,16 +483,6 @@ pub fn write(
         .into_inner()
         .map_err(|err| io("write")(err.into_error()))?;
     file.sync_all().map_err(io("sync"))?;
-    drop(file);
-    crash_point("vectors.before_rename");
-    std::fs::rename(&aside, path)
-        .map_err(|err| Error::io(format!("rename {} into place", aside.display()), err))?;
-    if let Some(dir) = path.parent()
-        && let Ok(dir) = std::fs::File::open(dir)
-    {
-        let _ = dir.sync_all();
-    }
-    crash_point("vectors.after_rename");
     Ok(count)
 }
 

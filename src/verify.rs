@@ -25,7 +25,8 @@ pub struct VerifyReport {
     pub extra_in_index: Vec<String>,
     /// In the index more than once.
     pub duplicated_in_index: Vec<String>,
-    /// The index is behind and every difference is one a replay heals (the next writer does).
+    /// The index or the vector index is behind and every difference is one the next writer
+    /// heals (a replay of the log, the vector index made again).
     pub lag_only: bool,
     /// Ledger and index hold exactly the same chunk IDs, each once (and the vector index, when
     /// the store has one, holds exactly the ledger's vectors of the active model).
@@ -190,8 +191,8 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
         .collect();
     extra.dedup();
 
-    let identical = missing.is_empty() && extra.is_empty() && duplicated.is_empty();
-    let lag_only = !identical
+    let index_identical = missing.is_empty() && extra.is_empty() && duplicated.is_empty();
+    let index_lags = !index_identical
         && index_generation < ledger_generation
         && index_generation >= ledger.log_floor
         && duplicated.is_empty()
@@ -200,7 +201,11 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
             .chain(&extra)
             .all(|id| ledger.logged_since_index.contains(id));
     let vectors = verify_vectors(reader)?;
-    let identical = identical && vectors.as_ref().is_none_or(|v| v.identical);
+    let vectors_identical = vectors.as_ref().is_none_or(|v| v.identical);
+    let vectors_lag = vectors.as_ref().is_some_and(|v| v.lag_only);
+    let identical = index_identical && vectors_identical;
+    let lag_only =
+        !identical && (index_identical || index_lags) && (vectors_identical || vectors_lag);
     Ok(VerifyReport {
         vectors,
         ledger_generation: ledger_generation.0,
@@ -274,8 +279,9 @@ fn verify_vectors(reader: &StoreReader) -> Result<Option<VectorCheck>> {
                 "{} is missing\nhint: the next ingest makes it again, or run `groundidx rebuild`",
                 path.display()
             ));
-            // A writer that failed before making it leaves this; the next one heals it.
-            check.lag_only = check.ledger_vectors == 0;
+            // A writer that failed before making it (a full disk during the first embedding)
+            // leaves this; the next writer makes it from the ledger's vectors.
+            check.lag_only = true;
             return Ok(Some(check));
         }
         Err(err) => {

@@ -71,6 +71,15 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         mode: args.mode,
     };
     let response = search::search(&reader, &request)?;
+    // A reader never replays the log (a writer does, and none can run on a read-only mount):
+    // chunks committed after the index's generation are not found yet, which must be said.
+    let ledger_generation = reader.ledger()?.generation()?.0;
+    if response.generation < ledger_generation {
+        output::notice(&format!(
+            "the index is at generation {}, behind the ledger's {ledger_generation}: what was committed since is not searched until the next ingest (or `groundidx rebuild`) brings the index up to date",
+            response.generation
+        ));
+    }
     if cli.json {
         output::json(&response)?;
     } else {

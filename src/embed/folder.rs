@@ -24,6 +24,23 @@ pub const NORMALIZE: &str = "2_Normalize";
 pub const SENTENCE_BERT: &str = "sentence_bert_config.json";
 pub const SENTENCE_TRANSFORMERS: &str = "config_sentence_transformers.json";
 
+/// The largest settings file read (`config.json` and the sentence-transformers JSON files): a
+/// real one is a few hundred bytes, a classifier's `config.json` with its labels some hundred
+/// KiB. A larger file is refused before it is read, so a hostile folder costs no more.
+pub const MAX_SETTINGS_BYTES: u64 = 1 << 20;
+/// The largest `tokenizer.json` read: a BERT tokenizer's is under 1 MiB, a multilingual
+/// vocabulary's some 10 MiB.
+pub const MAX_TOKENIZER_BYTES: u64 = 32 << 20;
+/// The longest query or passage prefix, in bytes. Published prompts are a sentence at most;
+/// every text is embedded with its prefix, so a long one costs its tokenization on every
+/// passage (a 4 MB prompt took 16 s and 1.5 GB), and one longer than the model's maximum
+/// length would leave no room for the text at all.
+pub const MAX_PREFIX_BYTES: usize = 4096;
+
+/// The largest `model.safetensors` read, whatever `config.json` says: BERT-large in f32 is
+/// 1.3 GB. Below it the bound is `ModelFolder::max_weights_bytes`.
+pub const MAX_WEIGHTS_BYTES: u64 = 4 << 30;
+
 /// Every path the settings or the vectors depend on, in a fixed order (for `stat_key`).
 pub const FILES: [&str; 7] = [
     CONFIG,
@@ -157,6 +174,14 @@ impl ModelFolder {
                 ),
             ));
         }
+        for (prefix, what) in [
+            (&config.query_prefix, "the configured query prefix"),
+            (&config.passage_prefix, "the configured passage prefix"),
+        ] {
+            if let Some(prefix) = prefix {
+                check_prefix(&dir, prefix, what)?;
+            }
+        }
         let settings = Settings {
             pooling,
             normalize,
@@ -178,6 +203,59 @@ impl ModelFolder {
             bert,
             settings,
         })
+    }
+
+    /// The most bytes `model.safetensors` may hold for the BERT `config.json` describes: its
+    /// parameters (embeddings, layers, pooler) at 8 bytes each (f64, the widest type), twice
+    /// over for the heads a checkpoint may carry beside them, and 64 MiB for the header; at most
+    /// `MAX_WEIGHTS_BYTES`. The weights are read whole into memory (and hashed whole), so a
+    /// larger file, or a sparse one of any size, is refused before it is read.
+    pub fn max_weights_bytes(&self) -> u64 {
+        let config = &self.bert;
+        let [hidden, inner, layers, vocab, positions, types] = [
+            config.hidden_size,
+            config.intermediate_size,
+            config.num_hidden_layers,
+            config.vocab_size,
+            config.max_position_embeddings,
+            config.type_vocab_size,
+        ]
+        .map(|value| value as u64);
+        let embeddings = vocab
+            .saturating_add(positions)
+            .saturating_add(types)
+            .saturating_add(2)
+            .saturating_mul(hidden);
+        let layer = hidden
+            .saturating_mul(hidden)
+            .saturating_add(hidden)
+            .saturating_mul(4)
+            .saturating_add(hidden.saturating_mul(inner).saturating_mul(2))
+            .saturating_add(inner)
+            .saturating_add(hidden.saturating_mul(5));
+        let pooler = hidden.saturating_mul(hidden).saturating_add(hidden);
+        let parameters = embeddings
+            .saturating_add(layer.saturating_mul(layers))
+            .saturating_add(pooler);
+        parameters
+            .saturating_mul(16)
+            .saturating_add(64 << 20)
+            .min(MAX_WEIGHTS_BYTES)
+    }
+
+    /// Refuses a `model.safetensors` of `size` bytes over `max_weights_bytes`.
+    pub fn check_weights_size(&self, size: u64) -> Result<()> {
+        let limit = self.max_weights_bytes();
+        if size > limit {
+            return Err(model_error(
+                &self.dir,
+                format!(
+                    "{WEIGHTS} is {size} bytes, over the limit of {limit} bytes for the model {CONFIG} describes"
+                ),
+                "download the model folder again; this is not the file the model publishes",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -232,17 +310,60 @@ impl Family {
     }
 }
 
+/// Refuses a prefix longer than `MAX_PREFIX_BYTES`; `what` names where it came from.
+fn check_prefix(dir: &Path, prefix: &str, what: &str) -> Result<()> {
+    if prefix.len() > MAX_PREFIX_BYTES {
+        return Err(model_error(
+            dir,
+            format!(
+                "{what} is {} bytes long, over the limit of {MAX_PREFIX_BYTES} bytes",
+                prefix.len()
+            ),
+            "a prefix is a short instruction such as \"query: \"; fix it, or set both prefixes in the configuration",
+        ));
+    }
+    Ok(())
+}
+
 fn read_file(dir: &Path, name: &str) -> Result<Option<Vec<u8>>> {
-    let path = dir.join(name);
-    match std::fs::read(&path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(model_error(
+    read_bounded(dir, name, MAX_SETTINGS_BYTES)
+}
+
+/// The bytes of `dir/name`, or `None` when it does not exist; refused when it holds more than
+/// `limit` bytes, without reading more than that (a file that grows meanwhile included).
+pub fn read_bounded(dir: &Path, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let cannot = |error: std::io::Error| {
+        model_error(
             dir,
             format!("{name} cannot be read: {error}"),
             "check the file's permissions",
-        )),
+        )
+    };
+    let file = match std::fs::File::open(dir.join(name)) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(cannot(error)),
+    };
+    let too_large = |size: u64| {
+        model_error(
+            dir,
+            format!("{name} is {size} bytes, over the limit of {limit} bytes for this file"),
+            "download the model folder again; this is not the file the model publishes",
+        )
+    };
+    let size = file.metadata().map_err(cannot)?.len();
+    if size > limit {
+        return Err(too_large(size));
     }
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(Some(bytes))
 }
 
 fn read_json(dir: &Path, name: &str) -> Result<Option<Value>> {
@@ -346,7 +467,14 @@ fn parse_prompts(
     let prompt = |keys: &[&str]| -> Result<Option<String>> {
         for key in keys {
             match prompts.get(*key) {
-                Some(Value::String(text)) => return Ok(Some(text.clone())),
+                Some(Value::String(text)) => {
+                    check_prefix(
+                        dir,
+                        text,
+                        &format!("{SENTENCE_TRANSFORMERS}: prompt {key:?}"),
+                    )?;
+                    return Ok(Some(text.clone()));
+                }
                 Some(other) => {
                     return Err(model_error(
                         dir,

@@ -80,9 +80,9 @@ pub fn stat_key(config: &LocalConfig) -> Result<String> {
 /// resolved settings. Reads the weights once; loads nothing.
 pub fn fingerprint(config: &LocalConfig) -> Result<Fingerprint> {
     let folder = ModelFolder::read(config)?;
-    let tokenizer_bytes = read_whole(&folder.dir, folder::TOKENIZER)?;
+    let tokenizer_bytes = read_tokenizer(&folder.dir)?;
     let mut hash = StreamHash::new(MODEL_VERSION);
-    hash_weights_streamed(&folder.dir, &mut hash)?;
+    hash_weights_streamed(&folder, &mut hash)?;
     Ok(finish_fingerprint(hash, &folder, &tokenizer_bytes))
 }
 
@@ -103,8 +103,18 @@ impl LocalModel {
     pub fn load(config: &LocalConfig) -> Result<LocalModel> {
         let folder = ModelFolder::read(config)?;
         let dir = folder.dir.clone();
-        let tokenizer_bytes = read_whole(&dir, folder::TOKENIZER)?;
+        let tokenizer_bytes = read_tokenizer(&dir)?;
         let tokenizer = tokenizer(&dir, &tokenizer_bytes, &folder.settings)?;
+        let weights_size = std::fs::metadata(dir.join(folder::WEIGHTS))
+            .map_err(|error| {
+                model_error(
+                    &dir,
+                    format!("{} cannot be read: {error}", folder::WEIGHTS),
+                    "check that the model folder is complete and readable",
+                )
+            })?
+            .len();
+        folder.check_weights_size(weights_size)?;
         let weights = read_whole(&dir, folder::WEIGHTS)?;
 
         let mut hash = StreamHash::new(MODEL_VERSION);
@@ -116,8 +126,9 @@ impl LocalModel {
                 model_error(
                     &dir,
                     format!(
-                        "{} is not a readable safetensors file (truncated or damaged?): {error}",
-                        folder::WEIGHTS
+                        "{} is not a readable safetensors file (truncated or damaged?): {}",
+                        folder::WEIGHTS,
+                        candle_message(&error)
                     ),
                     "download the model folder again",
                 )
@@ -126,9 +137,10 @@ impl LocalModel {
             model_error(
                 &dir,
                 format!(
-                    "{} does not hold the BERT weights {} describes: {error}",
+                    "{} does not hold the BERT weights {} describes: {}",
                     folder::WEIGHTS,
-                    folder::CONFIG
+                    folder::CONFIG,
+                    candle_message(&error)
                 ),
                 "download the model folder again; a folder with weights of another architecture cannot be used",
             )
@@ -207,10 +219,12 @@ impl LocalModel {
                 (encoding.get_ids(), encoding.get_type_ids())
             })
             .collect::<Vec<_>>();
-        let hidden = self
-            .model
-            .forward(&texts)
-            .map_err(|error| self.error(format!("the forward pass failed: {error}")))?;
+        let hidden = self.model.forward(&texts).map_err(|error| {
+            self.error(format!(
+                "the forward pass failed: {}",
+                candle_message(&error)
+            ))
+        })?;
         Ok((0..pack.len())
             .map(|text| {
                 let mut vector = pool(&hidden, text, self.dims(), self.folder.settings.pooling);
@@ -366,7 +380,53 @@ fn tokenizer(dir: &Path, bytes: &[u8], settings: &Settings) -> Result<Tokenizer>
             "use the tokenizer.json published with the model (with its post-processor)",
         ));
     }
+    // A prefix that fills the maximum length leaves no token for the text: every passage (or
+    // every query) would get the prefix's own vector.
+    for (prefix, what) in [
+        (&settings.query_prefix, "query"),
+        (&settings.passage_prefix, "passage"),
+    ] {
+        let tokens = tokenizer
+            .encode(prefix.as_str(), false)
+            .map_or(0, |encoding| encoding.get_ids().len());
+        if tokens + empty >= settings.max_tokens {
+            return Err(model_error(
+                dir,
+                format!(
+                    "the {what} prefix takes {tokens} of the {} tokens a text is cut to, leaving none for the text",
+                    settings.max_tokens
+                ),
+                "shorten the prefix, or raise the maximum length",
+            ));
+        }
+    }
     Ok(tokenizer)
+}
+
+/// A candle error as one message, without the backtrace candle captures into its errors when
+/// `RUST_BACKTRACE` is set (its `Display` prints it, dozens of lines of frames): an error about
+/// a model folder is for the user, who needs what is wrong and with which file.
+fn candle_message(error: &candle_core::Error) -> String {
+    use candle_core::Error as E;
+    match error {
+        E::WithBacktrace { inner, .. } => candle_message(inner),
+        E::Context { inner, context } => format!("{context}: {}", candle_message(inner)),
+        E::WithPath { inner, path } => {
+            format!("{}: {}", path.display(), candle_message(inner))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// `tokenizer.json`, bounded (`folder::MAX_TOKENIZER_BYTES`).
+fn read_tokenizer(dir: &Path) -> Result<Vec<u8>> {
+    folder::read_bounded(dir, folder::TOKENIZER, folder::MAX_TOKENIZER_BYTES)?.ok_or_else(|| {
+        model_error(
+            dir,
+            format!("{} is missing", folder::TOKENIZER),
+            "check that the model folder is complete and readable",
+        )
+    })
 }
 
 fn read_whole(dir: &Path, name: &str) -> Result<Vec<u8>> {
@@ -380,8 +440,10 @@ fn read_whole(dir: &Path, name: &str) -> Result<Vec<u8>> {
 }
 
 /// Feeds the weights file as one `part` (its length, then its bytes) without holding it whole;
-/// fails if the file changes size while it is read.
-fn hash_weights_streamed(dir: &Path, hash: &mut StreamHash) -> Result<()> {
+/// fails if the file changes size while it is read, or is larger than the model `config.json`
+/// describes can be (`ModelFolder::check_weights_size`).
+fn hash_weights_streamed(model_folder: &ModelFolder, hash: &mut StreamHash) -> Result<()> {
+    let dir = &model_folder.dir;
     let cannot = |error: std::io::Error| {
         model_error(
             dir,
@@ -391,11 +453,13 @@ fn hash_weights_streamed(dir: &Path, hash: &mut StreamHash) -> Result<()> {
     };
     let mut file = File::open(dir.join(folder::WEIGHTS)).map_err(cannot)?;
     let expected = file.metadata().map_err(cannot)?.len();
+    model_folder.check_weights_size(expected)?;
     // The same framing as `StreamHash::part`: the length, then the bytes.
     hash.raw(&expected.to_le_bytes());
     let mut buffer = vec![0u8; 1 << 20];
     let mut seen = 0u64;
-    loop {
+    // A file growing meanwhile is read no further than just past its size.
+    while seen <= expected {
         let n = file.read(&mut buffer).map_err(cannot)?;
         if n == 0 {
             break;

@@ -226,7 +226,8 @@ pub struct CallResponse {
     pub key_source: KeySource,
     pub index_generation: u64,
     /// Answered while the shared ledger could not be reached: recorded in this host's spool,
-    /// forwarded to the shared ledger once it answers again.
+    /// forwarded to the shared ledger once it answers again. Or answered from a store on a
+    /// read-only mount: recorded nowhere.
     pub read_only: bool,
 }
 
@@ -288,7 +289,11 @@ impl CallError {
             } => {
                 format!("the store is busy; retry after {retry_after_seconds} s with the same key")
             }
-            CallError::Unavailable(why) if why.contains("shared ledger") => why.clone(),
+            CallError::Unavailable(why)
+                if why.contains("shared ledger") || why.contains("read-only file system") =>
+            {
+                why.clone()
+            }
             CallError::Unavailable(why) => {
                 format!("the index is unavailable ({why}); retry with the same key")
             }
@@ -338,7 +343,9 @@ pub struct Agent {
     /// tries again, so a server outlives a broken or missing index.
     reader: RwLock<Option<Arc<StoreReader>>>,
     reads: LedgerPool,
-    ledger: Mutex<Ledger>,
+    /// `None` when the store is on a read-only mount: nothing can be recorded there, so calls
+    /// are answered unrecorded (`CallResponse::read_only`) and new caller-keyed calls refused.
+    ledger: Option<Mutex<Ledger>>,
     cursor_key: CursorKey,
     config: AgentConfig,
     /// The model that embeds queries, loaded once and given to every reader opened.
@@ -384,14 +391,23 @@ impl Agent {
                 path: store_dir.to_path_buf(),
             });
         }
-        let ledger = Ledger::open(&ledger_path, Access::ReadWrite)?;
-        ledger.set_busy_timeout(Duration::from_millis(config.busy_timeout_ms))?;
+        let ledger = if crate::ledger::on_read_only_mount(&ledger_path) {
+            tracing::warn!(
+                store = %store_dir.display(),
+                "the store is on a read-only file system: calls are answered without being recorded (no audit rows, usage units or idempotency keys), and calls with a new idempotency key are refused"
+            );
+            None
+        } else {
+            let ledger = Ledger::open(&ledger_path, Access::ReadWrite)?;
+            ledger.set_busy_timeout(Duration::from_millis(config.busy_timeout_ms))?;
+            Some(Mutex::new(ledger))
+        };
         let reads = LedgerPool::open(&ledger_path, READ_CONNECTIONS)?;
         Ok(Agent {
             store_dir: store_dir.to_path_buf(),
             reader: RwLock::new(StoreReader::open(store_dir).ok().map(Arc::new)),
             reads,
-            ledger: Mutex::new(ledger),
+            ledger,
             cursor_key: CursorKey::of_store(store_dir),
             config,
             query_model: std::sync::OnceLock::new(),
@@ -562,6 +578,14 @@ impl Agent {
             match self.settle(lookup, &fingerprint, &key)? {
                 Settled::Answer(response) => return Ok(response),
                 Settled::Late => late = true,
+                // A retry with this key must get this call's answer, which only a record
+                // can give.
+                Settled::Execute if self.ledger.is_none() => {
+                    return Err(CallError::Unavailable(format!(
+                        "the store at {} is on a read-only file system, so a call with a new idempotency key cannot be recorded; call without a key to search it unrecorded",
+                        self.store_dir.display()
+                    )));
+                }
                 Settled::Execute => {}
             }
         }
@@ -632,6 +656,16 @@ impl Agent {
                     }
                     Err(err) => return Err(unavailable(err)),
                 }
+            }
+            // A store on a read-only mount: an unkeyed call is answered, recorded nowhere.
+            None if self.ledger.is_none() => {
+                if cancelled() {
+                    return Err(CallError::Cancelled);
+                }
+                return Ok(CallResponse {
+                    read_only: true,
+                    ..fresh(answer, Replayed::No, key, key_source)
+                });
             }
             None => (
                 self.with_writes(|ledger| ledger.record_call(&new_call, cancelled))?,
@@ -745,7 +779,13 @@ impl Agent {
 
     /// Runs a write on the one write connection.
     fn with_writes<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T, CallError> {
-        let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(ledger) = &self.ledger else {
+            return Err(CallError::Unavailable(format!(
+                "the store at {} is on a read-only file system, so this call cannot be recorded",
+                self.store_dir.display()
+            )));
+        };
+        let mut ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut ledger).map_err(unavailable)
     }
 

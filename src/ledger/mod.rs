@@ -206,13 +206,32 @@ impl Ledger {
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
             }
         };
-        let mut conn = Connection::open_with_flags(path, flags)
-            .map_err(sql_error(format!("open {}", path.display())))?;
+        // A reader of a WAL database creates the `-shm` (and `-wal`) file beside it when they
+        // are missing, which a read-only mount refuses ("unable to open database file"). With
+        // no `-wal` file the database file holds every commit, and nothing can change it while
+        // the mount is read-only: it is opened as immutable (no lock, no `-shm`). A `-wal` file
+        // may hold commits the database file lacks: it is read as SQLite reads it on read-only
+        // media, and refused with the fix when that fails.
+        let read_only_mount = access == Access::ReadOnly && on_read_only_mount(path);
+        let immutable = read_only_mount && !wal_file(path).exists();
+        let opened = if immutable {
+            Connection::open_with_flags(immutable_uri(path), flags | OpenFlags::SQLITE_OPEN_URI)
+        } else {
+            Connection::open_with_flags(path, flags)
+        };
+        let mut conn = opened.map_err(sql_error(format!("open {}", path.display())))?;
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(sql_error("set busy timeout"))?;
         // Before any pragma: `journal_mode = WAL` rewrites the file's header, and a database
         // of another program (or of an unknown version) must be left exactly as it was.
-        let found = schema::found(&conn)?;
+        let found = schema::found(&conn).map_err(|err| match err {
+            Error::Ledger { source, .. }
+                if read_only_mount && !immutable && is_cannot_open(&source) =>
+            {
+                unreadable_log_on_read_only_mount(path)
+            }
+            other => other,
+        })?;
         if access == Access::ReadOnly {
             schema::check(found, path)?;
         } else {
@@ -1078,6 +1097,60 @@ impl BatchWriter<'_> {
         self.logged.insert(*chunk_id);
         Ok(())
     }
+}
+
+/// True when the file system holding `path` is mounted read-only: nothing can write there,
+/// so no writer can change the ledger while it stays so.
+pub fn on_read_only_mount(path: &Path) -> bool {
+    rustix::fs::statvfs(path)
+        .is_ok_and(|stat| stat.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
+}
+
+/// The ledger's write-ahead log file.
+fn wal_file(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-wal");
+    PathBuf::from(name)
+}
+
+/// The URI that opens `path` as an immutable database. Every byte that is not unreserved in a
+/// URI (RFC 3986) or `/` is percent-encoded, so that a `?`, `#` or `%` in a folder's name stays
+/// part of the path.
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &byte in path.as_os_str().as_bytes() {
+        if byte.is_ascii_alphanumeric() || b"/-._~".contains(&byte) {
+            uri.push(byte as char);
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
+}
+
+/// True for SQLite's refusals to open a file (or to make one it needs, as the `-shm`).
+fn is_cannot_open(err: &rusqlite::Error) -> bool {
+    matches!(
+        err.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
+    )
+}
+
+/// The error for a ledger on a read-only mount whose write-ahead log SQLite could not read
+/// there (its `-shm` file is missing, and cannot be made there): names the cause and the fix.
+fn unreadable_log_on_read_only_mount(path: &Path) -> Error {
+    Error::io(
+        format!("open {}", path.display()),
+        std::io::Error::new(
+            std::io::ErrorKind::ReadOnlyFilesystem,
+            format!(
+                "the ledger is on a read-only file system, beside a write-ahead log ({}) that SQLite cannot read there without its `-shm` file\nhint: mount it read-write and run `groundidx status` on the store once (it makes the missing `-shm` file; any writer folds the log into the ledger instead), then mount it read-only again",
+                wal_file(path).display()
+            ),
+        ),
+    )
 }
 
 /// Maps a rusqlite error to the library's: busy and locked become the retryable `Busy`.

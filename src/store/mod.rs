@@ -18,7 +18,9 @@
 //!
 //! `commit`, `catch_up` and `rebuild` are the only Tantivy writers. Readers (`StoreReader`)
 //! never take the lock, never replay and never write; the commands that read the ledger alone
-//! (`open_ledger`) never open the index.
+//! (`open_ledger`) never open the index. So a store on a read-only mount is read as it is (the
+//! ledger and the index each open without the files they would otherwise create there), and an
+//! index behind the ledger stays behind until a writer can run: readers say so.
 
 mod lock;
 mod shared;

@@ -525,3 +525,118 @@ fn damaged_weights_and_tokenizers_fail_with_the_file_and_a_hint() {
     let message = model_error(LocalModel::load(&config));
     assert_names(&message, &dir, "adds no special tokens");
 }
+
+#[test]
+fn a_hostile_folder_is_refused_after_a_bounded_read_naming_the_file_and_the_limit() {
+    let (_temp, dir) = synthetic_folder("hostile");
+    let config = local(&dir);
+
+    // A 4 MB prompt: every passage would be tokenized with it. Its file is over the bound of
+    // a settings file, and refused before it is read.
+    let prompts = |query: &str| json!({"prompts": {"query": query, "passage": ""}}).to_string();
+    fs::write(
+        dir.join("config_sentence_transformers.json"),
+        prompts(&"x".repeat(4 << 20)),
+    )
+    .expect("prompts");
+    let message = model_error(ModelFolder::read(&config));
+    assert_names(&message, &dir, "config_sentence_transformers.json is");
+    assert!(message.contains("over the limit of"), "{message}");
+
+    // A prompt in a small file, still far longer than any real one.
+    fs::write(
+        dir.join("config_sentence_transformers.json"),
+        prompts(&"x".repeat(5000)),
+    )
+    .expect("prompts");
+    let message = model_error(ModelFolder::read(&config));
+    assert_names(
+        &message,
+        &dir,
+        "config_sentence_transformers.json: prompt \"query\"",
+    );
+    assert!(message.contains("limit of 4096 bytes"), "{message}");
+    fs::write(
+        dir.join("config_sentence_transformers.json"),
+        prompts("query: "),
+    )
+    .expect("prompts");
+    assert_eq!(
+        ModelFolder::read(&config)
+            .expect("a short prompt is fine")
+            .settings
+            .query_prefix,
+        "query: "
+    );
+    let configured = LocalConfig {
+        passage_prefix: Some("p".repeat(5000)),
+        ..config.clone()
+    };
+    let message = model_error(ModelFolder::read(&configured));
+    assert_names(&message, &dir, "the configured passage prefix");
+    assert!(message.contains("limit of 4096 bytes"), "{message}");
+
+    // Files far over their bounds (sparse: they take no disk) are refused from their size; the
+    // weights' bound is what the model config.json describes can hold.
+    for (name, size) in [
+        ("config.json", 256u64 << 20),
+        ("tokenizer.json", 64 << 20),
+        ("model.safetensors", 1 << 30),
+    ] {
+        let (_temp, dir) = synthetic_folder("sparse");
+        fs::remove_file(dir.join(name)).expect("unlink");
+        fs::File::create(dir.join(name))
+            .and_then(|file| file.set_len(size))
+            .expect("a sparse file");
+        let message = model_error(embed::fingerprint(&ModelConfig::Local(local(&dir))));
+        assert_names(&message, &dir, name);
+        assert!(message.contains("over the limit of"), "{message}");
+    }
+}
+
+#[test]
+fn model_errors_print_one_message_whatever_rust_backtrace_says() {
+    let Some(source) = minilm() else { return };
+    let (_temp, dir) = linked_folder(&source, "mismatched");
+    // Weights of another shape than config.json says: candle's error, which carries a
+    // backtrace when RUST_BACKTRACE asks for one.
+    fs::remove_file(dir.join("config.json")).expect("unlink");
+    fs::write(dir.join("config.json"), bert_config(768).to_string()).expect("config");
+    let env = crate::support::Env::sample();
+    let output = env
+        .command(&[
+            "ingest",
+            env.docs.to_str().expect("utf-8"),
+            "--embed-model",
+            dir.to_str().expect("utf-8"),
+        ])
+        .env("RUST_BACKTRACE", "full")
+        .env("RUST_LIB_BACKTRACE", "1")
+        .output()
+        .expect("run groundidx");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("does not hold the BERT weights config.json describes"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("candle_core::") && !stderr.contains("\n   0: "),
+        "the error carries a backtrace: {stderr}"
+    );
+}
+
+#[test]
+fn a_prefix_that_leaves_no_room_for_the_text_is_refused() {
+    let Some(source) = minilm() else { return };
+    let (_temp, dir) = linked_folder(&source, "long-prefix");
+    // Under the byte limit, but over the 256 tokens a text is cut to: every passage would be
+    // embedded as the prefix alone.
+    let config = LocalConfig {
+        passage_prefix: Some("passage ".repeat(300)),
+        ..local(&dir)
+    };
+    let message = model_error(LocalModel::load(&config));
+    assert_names(&message, &dir, "the passage prefix takes");
+    assert!(message.contains("of the 256 tokens"), "{message}");
+}

@@ -1,9 +1,10 @@
-//! Resource faults: a full disk (the ledger's side and the index's side), an unwritable or
-//! read-only store, and a ledger locked by another connection. A run that meets one fails with
-//! an error naming the store and the cause and an exit status from README.md's table, never a
-//! panic; the store stays consistent (`verify` passes, or reports a lag the next writer heals);
-//! once the fault is gone the next run completes, equals a clean ingest and a re-run writes
-//! nothing.
+//! Resource faults: a full disk (the ledger's side, the index's side and the vector index's),
+//! an unwritable or read-only store, and a ledger locked by another connection. A run that meets
+//! one fails with an error naming the store and the cause and an exit status from README.md's
+//! table, never a panic; the store stays consistent (`verify` passes, or reports a lag the next
+//! writer heals); once the fault is gone the next run completes, equals a clean ingest and a
+//! re-run writes nothing. A store on a read-only mount is read by every read command and the
+//! agent path, never refused for want of a file SQLite or Tantivy would create.
 //!
 //! The disk tests mount a tmpfs, which needs root: without it they say so and skip.
 
@@ -343,6 +344,82 @@ fn enospc_at_any_moment_on_either_store_leaves_a_store_the_next_run_heals() {
     );
 }
 
+#[test]
+fn a_disk_filling_up_during_the_first_embedding_leaves_no_temporary_file_and_heals() {
+    let mut env = Env::empty();
+    generate_corpus(&env.docs, 40);
+    let server = crate::embed_server::EmbedServer::start(crate::embed_server::Vectors::Words);
+    let flags = server.flags("words");
+    let embed: Vec<&str> = flags.iter().map(String::as_str).collect();
+    // What the embedding adds to a store: the ledger's vectors and the vector index.
+    let clean = Env::empty();
+    crate::support::copy_tree(&env.docs, &clean.docs);
+    clean.ingest();
+    let lexical = tree_bytes(&clean.store);
+    clean.json(&ingest_args(&clean, &embed));
+    let embedding = tree_bytes(&clean.store)
+        .saturating_sub(lexical)
+        .max(64 << 10);
+    let reference = clean.export();
+    drop(clean);
+
+    let disk = env.tmp.path().join("disk");
+    let size = ((lexical + embedding) * 4) & !4095;
+    let Some(_tmpfs) = Tmpfs::mount(&disk, size, "the first-embedding ENOSPC test") else {
+        return;
+    };
+    let mut outcomes = Vec::new();
+    for eighths in [2, 6, 9, 10, 12] {
+        env.store = disk.join(format!("store-{eighths}"));
+        env.ingest();
+        // Opening the ledger needs room for its `-shm` file: a disk full before the embedding
+        // is the other tests' case.
+        let free = embedding * eighths / 8 + (64 << 10);
+        let filler = disk.join("filler");
+        fill(&filler, size.saturating_sub(tree_bytes(&disk) + free));
+
+        let output = env.run(&ingest_args(&env, &embed));
+        let outcome = if output.status.success() {
+            "done"
+        } else {
+            let stderr = assert_clear_failure(&output, &env.store, NO_SPACE);
+            let error = stderr
+                .lines()
+                .find(|line| line.starts_with("error: "))
+                .expect("an error line");
+            if error.contains("vectors.bin") {
+                "vector index"
+            } else {
+                "ledger"
+            }
+        };
+        let leftover = env.store.join("vectors.bin.tmp");
+        assert!(
+            !leftover.exists(),
+            "{} was left behind ({outcome}): {}",
+            leftover.display(),
+            text(&output.stderr)
+        );
+        let state = assert_consistent(&env);
+        outcomes.push((free, outcome, state));
+
+        std::fs::remove_file(&filler).expect("free the space");
+        env.json(&ingest_args(&env, &embed));
+        let report = env.json(&["verify", "--json"]);
+        assert_eq!(report["identical"], true, "{report}");
+        assert_eq!(report["vectors"]["identical"], true, "{report}");
+        assert_eq!(env.export(), reference);
+        std::fs::remove_dir_all(&env.store).expect("remove the store");
+    }
+    eprintln!("free bytes, what failed, what verify said: {outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .any(|(_, outcome, _)| *outcome == "vector index"),
+        "no run ran out of space writing the vector index: {outcomes:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // An unwritable store.
 
@@ -475,6 +552,197 @@ fn a_read_only_mount_refuses_writes_clearly_and_the_store_heals() {
     env.assert_verified();
     assert_eq!(env.export(), before, "the refused run changed the store");
     assert_heals(&env, &[], &clean_export(&env.docs));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A store on a read-only mount: read, never refused.
+
+/// The chunk IDs of `search QUERY --json`, in rank order, and the command's stderr.
+fn search_ids(env: &Env, query: &str) -> (Vec<String>, String) {
+    let output = env.run(&["search", query, "--json", "--top-k", "5"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "search failed: {stderr}");
+    let response: Value = serde_json::from_slice(&output.stdout).expect("search JSON");
+    let ids = response["hits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hits in {response}"))
+        .iter()
+        .map(|hit| hit["chunk_id"].as_str().expect("a chunk ID").to_string())
+        .collect();
+    (ids, stderr)
+}
+
+/// Asserts a read command that worked: exit `code`, and none of SQLite's bare refusal.
+fn assert_read(output: &Output, args: &[&str], code: i32) {
+    let stderr = text(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "groundidx {args:?} on a read-only mount: {stderr}"
+    );
+    assert!(
+        !stderr.contains("unable to open database file"),
+        "groundidx {args:?}: {stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_store_on_a_read_only_mount_answers_every_read_command() {
+    let mut env = Env::sample();
+    let disk = env.tmp.path().join("disk");
+    let Some(tmpfs) = Tmpfs::mount(&disk, 64 << 20, "the read-only store test") else {
+        return;
+    };
+    // Characters that mean something in an SQLite URI: the immutable ledger is opened by one.
+    env.store = disk.join("store ?mode=rw#%41");
+    env.ingest();
+    // A writer that closed cleanly leaves no write-ahead log (a reader would leave an empty
+    // one): on the read-only mount the ledger is opened immutable. What the reads must give is
+    // read from a copy of the store.
+    assert!(!env.store.join("ledger.sqlite-wal").exists());
+    let copy = Env {
+        tmp: tempfile::tempdir().expect("temp dir"),
+        docs: env.docs.clone(),
+        store: env.tmp.path().join("copy"),
+    };
+    crate::support::copy_tree(&env.store, &copy.store);
+    let exported = copy.export();
+    let (hits, _) = search_ids(&copy, "signing key");
+    assert!(!hits.is_empty(), "the query finds nothing to compare");
+
+    tmpfs.remount("ro");
+    assert_eq!(search_ids(&env, "signing key").0, hits);
+    let status = env.run(&["status", "--json"]);
+    assert_read(&status, &["status"], 0);
+    let status: Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    assert_eq!(status["generation"], status["index_generation"], "{status}");
+    let verify = env.run(&["verify", "--json"]);
+    assert_read(&verify, &["verify"], 0);
+    let report: Value = serde_json::from_slice(&verify.stdout).expect("verify JSON");
+    assert_eq!(report["identical"], true, "{report}");
+    let export = env.run(&["export"]);
+    assert_read(&export, &["export"], 0);
+    assert_eq!(
+        crate::support::parse_export(&text(&export.stdout)),
+        exported
+    );
+
+    // The agent path answers, and records nothing it cannot: an unkeyed call is answered and
+    // marked read-only, a call with a new key is refused with the reason.
+    let mcp = crate::agent_mcp::Mcp::start(&env, &[]).await;
+    let arguments = serde_json::json!({"query": "signing key", "top_k": 5});
+    let answer = mcp
+        .call("search_docs", arguments.clone(), Value::Null)
+        .await;
+    assert!(!answer.is_error, "{}", answer.raw);
+    let served: Vec<&str> = answer.structured["hits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hits: {}", answer.raw))
+        .iter()
+        .map(|hit| hit["chunk_id"].as_str().expect("a chunk ID"))
+        .collect();
+    assert_eq!(served, hits, "{}", answer.raw);
+    assert_eq!(answer.meta["groundidx/readOnly"], true, "{}", answer.raw);
+    let keyed = mcp.search("ro/1", arguments.clone()).await;
+    keyed.assert_error("unavailable");
+    assert!(
+        keyed.text.contains("read-only file system"),
+        "the refusal must say why: {}",
+        keyed.raw
+    );
+    mcp.stop().await;
+    let server = crate::agent_http::serve(&env, &[]);
+    let reply = server.search(None, &arguments.to_string());
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        reply.header("groundidx-read-only"),
+        Some("1"),
+        "{}",
+        reply.body
+    );
+    let served: Vec<String> = reply.json()["hits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hits: {}", reply.body))
+        .iter()
+        .map(|hit| hit["chunk_id"].as_str().expect("a chunk ID").to_string())
+        .collect();
+    assert_eq!(served, hits, "{}", reply.body);
+    drop(server);
+
+    tmpfs.remount("rw");
+    let counts = env.json(&["status", "--json"]);
+    assert_eq!(counts["audit_events"], 0, "{counts}");
+    assert_eq!(counts["usage_units"], 0, "{counts}");
+    env.assert_verified();
+}
+
+#[test]
+fn a_read_only_mount_with_a_write_ahead_log_reads_it_and_says_the_index_lags() {
+    let mut env = Env::sample();
+    let disk = env.tmp.path().join("disk");
+    let Some(tmpfs) = Tmpfs::mount(&disk, 64 << 20, "the read-only log test") else {
+        return;
+    };
+    env.store = disk.join("store");
+    env.ingest();
+    // A writer killed after its ledger commit: the commit is in the write-ahead log only, and
+    // the index lags it.
+    env.write(
+        "new/zebra.md",
+        "# Zebra crossings\n\nA zebra crossing is striped so that drivers see it.\n",
+    );
+    let output = env
+        .command(&ingest_args(&env, &[]))
+        .env("GROUNDIDX_CRASH_AT", "store.after_ledger_commit")
+        .output()
+        .expect("run groundidx");
+    crate::crash::assert_crashed_at(&output, "store.after_ledger_commit");
+    assert!(env.store.join("ledger.sqlite-wal").exists());
+    let clean = clean_export(&env.docs);
+
+    tmpfs.remount("ro");
+    let export = env.run(&["export"]);
+    assert_read(&export, &["export"], 0);
+    assert_eq!(
+        crate::support::parse_export(&text(&export.stdout)),
+        clean,
+        "the export lacks the commit in the write-ahead log"
+    );
+    let status = env.run(&["status"]);
+    assert_read(&status, &["status"], 0);
+    assert!(
+        text(&status.stdout).contains("behind"),
+        "status must say the index lags: {}",
+        text(&status.stdout)
+    );
+    let (_, stderr) = search_ids(&env, "zebra crossing");
+    assert!(
+        stderr.contains("behind the ledger"),
+        "search must say the index lags: {stderr}"
+    );
+    let verify = env.run(&["verify", "--json"]);
+    assert_read(&verify, &["verify"], 1);
+    let report: Value = serde_json::from_slice(&verify.stdout).expect("verify JSON");
+    assert_eq!(report["lag_only"], true, "{report}");
+
+    // Without its `-shm` file the log cannot be read on a read-only mount: refused with the
+    // cause and the fix, which works.
+    tmpfs.remount("rw");
+    std::fs::remove_file(env.store.join("ledger.sqlite-shm")).expect("remove the -shm file");
+    tmpfs.remount("ro");
+    let output = env.run(&["export"]);
+    let stderr = assert_clear_failure(&output, &env.store, &["read-only file system"]);
+    assert!(
+        !stderr.contains("unable to open database file") && stderr.contains("hint: "),
+        "{stderr}"
+    );
+    tmpfs.remount("rw");
+    assert_read(&env.run(&["status"]), &["status"], 0);
+    tmpfs.remount("ro");
+    assert_eq!(env.export(), clean);
+
+    tmpfs.remount("rw");
+    assert_heals(&env, &[], &clean);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -67,8 +67,9 @@
 //! - `agent_run_keys`: every `runId`/`step` pair is a key of its own, never a direct key.
 //! - `abuse`: hostile bytes, bodies and arguments on the agent path get clear errors, write
 //!   nothing, never leak a file from outside the ingested folders, and the server keeps serving.
-//! - `faults`: a full disk, an unwritable or read-only store and a locked ledger fail clearly,
-//!   and the store heals once the fault is gone.
+//! - `faults`: a full disk (the first embedding's too), an unwritable or read-only store and a
+//!   locked ledger fail clearly, and the store heals once the fault is gone; every read command
+//!   and the agent path read a store on a read-only mount, its write-ahead log included.
 //! - `hostile_tree`: a tree that changes under a run (folders swapped for links between the
 //!   walk and the read, the root swapped before or during the walk) or misbehaves (late NUL bytes, an
 //!   unreadable root, the year 2400).
@@ -76,7 +77,8 @@
 //! - `stat_cache`: what the stat cache may conclude: ctime, reused inodes, the schema upgrade.
 //! - `foreign_store`: another program's SQLite file as the ledger is refused and left untouched.
 //! - `embed_local`: the local embedding model: vectors as sentence-transformers makes them, the
-//!   folder's settings, the fingerprint and stat key, and an error for each unusable folder.
+//!   folder's settings, the fingerprint and stat key, and an error for each unusable folder:
+//!   one message whatever `RUST_BACKTRACE` says, after a bounded read of a hostile one.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
 
