@@ -75,6 +75,11 @@ fn the_model_behind_the_embeddings_api_ranks_as_the_model_in_process() {
         report["embedding"]["embedded"], report["embedding"]["chunks"],
         "{report}"
     );
+    // The server gives the probe the same vector each time, so a second run finds the same
+    // model behind it (float noise in the probe would make a new model, embedded again).
+    let again = remote.json(&args);
+    assert_eq!(again["embedding"]["model"], report["embedding"]["model"]);
+    assert_eq!(again["embedding"]["embedded"], 0, "{again}");
     for question in [
         "my update broke production, how can I go back",
         "who do I ask when something is on fire",
