@@ -368,7 +368,28 @@ impl Embedder for RemoteModel {
 
 #[cfg(test)]
 mod tests {
-    use super::normalise;
+    use super::{fingerprint_of, normalise};
+    use crate::embed::RemoteConfig;
+
+    #[test]
+    fn the_fingerprint_follows_the_probes_answer_but_not_its_last_bits() {
+        let config = RemoteConfig {
+            model: "words".into(),
+            ..RemoteConfig::default()
+        };
+        let probe = [0.62f32, -0.31, 0.12, 0.71];
+        let noisy: Vec<f32> = probe.iter().map(|x| x + 1e-6).collect();
+        let updated = [0.58f32, -0.36, 0.12, 0.71];
+        let of = |vector: &[f32]| fingerprint_of(&config, vector);
+        assert_eq!(of(&probe), of(&noisy), "float noise is not a new model");
+        assert_ne!(of(&probe), of(&updated), "other weights are");
+        assert_ne!(of(&probe), of(&probe[..3]), "and so are other dimensions");
+        let renamed = RemoteConfig {
+            model: "words-v2".into(),
+            ..config.clone()
+        };
+        assert_ne!(of(&probe), fingerprint_of(&renamed, &probe));
+    }
 
     #[test]
     fn large_and_tiny_finite_values_normalise_to_length_one() {

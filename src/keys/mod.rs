@@ -491,13 +491,13 @@ impl Agent {
             .clone()
     }
 
-    /// Keeps the query model the one that made the vector index the reader has: when another model's vectors come in (a new model became active), that
-    /// model is loaded; every `MODEL_RECHECK_EVERY` the choice is made again, so a remote
-    /// model whose server changed the model behind its name (another answer to the probe) is
-    /// dropped rather than compared with the old vectors. Runs on the reloader's thread; a
-    /// model that cannot be loaded is tried again at the next recheck, not at every call.
-    /// A server calls it on a loop of its own, beside `reload`: loading a model or probing a
-    /// slow server never holds up a new generation.
+    /// Keeps the query model the one that made the reader's vector index. When another
+    /// model's vectors come in (a new model became active), that model is loaded; every
+    /// `MODEL_RECHECK_EVERY` a remote model (or none) is chosen again, so a remote model whose
+    /// server changed the model behind its name (another answer to the probe) is dropped
+    /// rather than compared with the old vectors. A model that cannot be loaded is tried again
+    /// at the next recheck, not at every call. A server calls this on a loop of its own beside
+    /// `reload`, so loading a model or probing a slow server never holds up a new generation.
     pub fn follow_active_model(&self) {
         let Some(vectors) = self
             .current_reader()
