@@ -196,7 +196,7 @@ fn main() {
         store.close().expect("close");
     }
     let reader = StoreReader::open(&store_dir).expect("open reader");
-    reader.set_embedder(Arc::clone(&embedder));
+    reader.set_embedder(Some(Arc::clone(&embedder)));
     let chunks = reader.index().snapshot().num_chunks();
     let mut rng = Rng(7);
     let queries: Vec<String> = (0..300)

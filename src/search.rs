@@ -118,6 +118,27 @@ impl<'a> Sources<'a> {
         }
     }
 
+    /// Why semantic ranking cannot run though the store has vectors (no model that makes them
+    /// is loaded, or the loaded one is another model); `None` when it can, or when there are
+    /// no vectors to rank by.
+    pub fn semantic_unavailable(&self) -> Option<String> {
+        let vectors = self.vectors.filter(|v| !v.is_empty())?;
+        let short =
+            |fingerprint: &crate::embed::Fingerprint| fingerprint.to_hex()[..12].to_string();
+        match self.embedder {
+            _ if self.semantic().is_some() => None,
+            None => Some(format!(
+                "the store's vectors are from model {}, and no model that makes them is loaded",
+                short(&vectors.marker.fingerprint)
+            )),
+            Some(embedder) => Some(format!(
+                "the store's vectors are from model {}, and queries would be embedded by model {}: their vectors cannot be compared",
+                short(&vectors.marker.fingerprint),
+                short(&embedder.fingerprint())
+            )),
+        }
+    }
+
     /// How many of the snapshot's chunks the vector index covers.
     pub fn coverage(&self) -> Coverage {
         let chunks = self.snapshot.num_chunks();
@@ -135,6 +156,13 @@ pub struct QueryModel {
     pub notice: Option<String>,
 }
 
+/// Which model would embed queries for a store, before it is loaded: its configuration and
+/// fingerprint (`None` when none can), and what a person should know about the choice.
+pub struct QueryModelChoice {
+    pub chosen: Option<(crate::embed::ModelConfig, crate::embed::Fingerprint)>,
+    pub notice: Option<String>,
+}
+
 /// Loads the model that embeds queries for the store whose ledger this is: the configured one
 /// when the store's vectors are its own (or the store has none yet), else the model the store's
 /// vectors came from, found again through the ledger's record of it. Loads nothing when the
@@ -143,6 +171,22 @@ pub fn query_model(
     ledger: &Ledger,
     configured: Option<&crate::embed::ModelConfig>,
 ) -> Result<QueryModel> {
+    let choice = choose_query_model(ledger, configured)?;
+    Ok(QueryModel {
+        model: match &choice.chosen {
+            Some((config, _)) => Some(crate::embed::load(config)?),
+            None => None,
+        },
+        notice: choice.notice,
+    })
+}
+
+/// The choice `query_model` makes, without loading the model: a server compares the chosen
+/// fingerprint with the model it holds, and loads only a model that changed.
+pub fn choose_query_model(
+    ledger: &Ledger,
+    configured: Option<&crate::embed::ModelConfig>,
+) -> Result<QueryModelChoice> {
     use crate::embed;
     let active = ledger.active_model()?;
     let configured_fingerprint = match configured {
@@ -152,35 +196,52 @@ pub fn query_model(
     if let (Some(config), Some(fingerprint)) = (configured, configured_fingerprint)
         && active.as_ref().is_none_or(|a| a.fingerprint == fingerprint)
     {
-        return Ok(QueryModel {
-            model: Some(embed::load(config)?),
+        return Ok(QueryModelChoice {
+            chosen: Some((config.clone(), fingerprint)),
             notice: None,
         });
     }
     let Some(active) = active else {
-        return Ok(QueryModel {
-            model: None,
+        return Ok(QueryModelChoice {
+            chosen: None,
             notice: None,
         });
     };
     let recorded = embed::config_from_description(&active.description);
-    let loadable = recorded.as_ref().filter(|config| {
-        crate::store::model_fingerprint(ledger, config).is_ok_and(|fp| fp == active.fingerprint)
-    });
+    let recorded_fingerprint = recorded
+        .as_ref()
+        .map(|config| crate::store::model_fingerprint(ledger, config));
     let short = &active.fingerprint.to_hex()[..12];
-    match (loadable, configured) {
-        (Some(config), None) => Ok(QueryModel {
-            model: Some(embed::load(config)?),
-            notice: None,
-        }),
-        (Some(config), Some(_)) => Ok(QueryModel {
-            model: Some(embed::load(config)?),
-            notice: Some(format!(
-                "the store's vectors are from another model ({short}); search uses that one until the configured model's vectors cover every chunk"
-            )),
-        }),
-        (None, _) => Ok(QueryModel {
-            model: None,
+    match (recorded, recorded_fingerprint, configured) {
+        (Some(config), Some(Ok(fingerprint)), None) if fingerprint == active.fingerprint => {
+            Ok(QueryModelChoice {
+                chosen: Some((config, fingerprint)),
+                notice: None,
+            })
+        }
+        (Some(config), Some(Ok(fingerprint)), Some(_)) if fingerprint == active.fingerprint => {
+            Ok(QueryModelChoice {
+                chosen: Some((config, fingerprint)),
+                notice: Some(format!(
+                    "the store's vectors are from another model ({short}); search uses that one until the configured model's vectors cover every chunk"
+                )),
+            })
+        }
+        // The same address and name, another answer to the probe: the server's model changed
+        // behind its name, and its vectors must not be compared with the store's.
+        (Some(embed::ModelConfig::Remote(remote)), Some(Ok(fingerprint)), _) => {
+            Ok(QueryModelChoice {
+                chosen: None,
+                notice: Some(format!(
+                    "the store's vectors are from model {short} ({} at {}), and that server now answers as another model ({}); searching lexically\nhint: run groundidx embed with it to embed the store under the model it serves now",
+                    remote.model,
+                    remote.url,
+                    &fingerprint.to_hex()[..12]
+                )),
+            })
+        }
+        _ => Ok(QueryModelChoice {
+            chosen: None,
             notice: Some(format!(
                 "the store's vectors are from model {short} ({}), which cannot be loaded from there now; searching lexically\nhint: pass that model with --embed-model, or embed the store with the configured one",
                 active.description
@@ -250,6 +311,10 @@ pub struct SearchResponse {
     pub mode: Mode,
     /// Chunks with a vector, of all chunks: how much of the store semantic search sees.
     pub semantic_coverage: Coverage,
+    /// Why the hits were ranked by words alone though the store has vectors: the model that
+    /// made them is not the one that would embed the query, or the query could not be embedded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semantic_unavailable: Option<String>,
     pub hits: Vec<Hit>,
 }
 
@@ -265,11 +330,12 @@ pub struct SearchPage {
 pub fn search(reader: &StoreReader, request: &SearchRequest) -> Result<SearchResponse> {
     let snapshot = reader.index().snapshot();
     let vectors = reader.vectors();
+    let embedder = reader.embedder();
     let ledger = reader.ledger()?;
     let sources = Sources {
         snapshot: &snapshot,
         vectors: vectors.as_deref(),
-        embedder: reader.embedder().map(|e| e.as_ref()),
+        embedder: embedder.as_deref(),
     };
     Ok(search_page(sources, &ledger, request, 0)?.response)
 }
@@ -296,6 +362,10 @@ fn search_page_in(
 ) -> Result<SearchPage> {
     let snapshot = sources_in.snapshot;
     let mut mode = sources_in.resolve(request.mode)?;
+    let mut semantic_unavailable = match mode {
+        Mode::Lexical if request.mode.is_none() => sources_in.semantic_unavailable(),
+        _ => None,
+    };
     if request.top_k == 0 || request.top_k > MAX_TOP_K {
         return Err(Error::Usage(format!(
             "top_k must be between 1 and {MAX_TOP_K}, not {}",
@@ -346,6 +416,7 @@ fn search_page_in(
                 Err(err) if request.mode.is_none() => {
                     tracing::warn!(error = %err, "the query could not be embedded; searching by words alone");
                     mode = Mode::Lexical;
+                    semantic_unavailable = Some(format!("the query could not be embedded: {err}"));
                     None
                 }
                 Err(err) => return Err(err),
@@ -395,6 +466,7 @@ fn search_page_in(
             last_ingest: ledger.last_ingest_ms()?.map(clock::rfc3339),
             mode,
             semantic_coverage: sources_in.coverage(),
+            semantic_unavailable,
             hits: page,
         },
         more,

@@ -236,10 +236,11 @@ pub fn search_docs(
     pages: Option<&CursorKey>,
 ) -> Result<ToolAnswer> {
     let ledger = reader.ledger()?;
+    let embedder = reader.embedder();
     let sources = Sources {
         snapshot,
         vectors,
-        embedder: reader.embedder().map(|e| e.as_ref()),
+        embedder: embedder.as_deref(),
     };
     let page = search::search_page(sources, &ledger, request, offset as usize)?;
     let used_vectors = match page.response.mode {

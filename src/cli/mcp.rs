@@ -20,12 +20,15 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
-    let query_model = crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?;
+    let query = server::QueryEmbedding {
+        loaded: crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?,
+        configured: args.embed.model_config()?,
+    };
     server::serve_stdio(
         &cli.store_dir(),
         args.agent.config(),
         &args.agent.client_id,
-        query_model,
+        query,
         cli.shared_ledger(false, 8)?
             .map(|ledger| groundidx::server::SharedServing {
                 ledger,

@@ -51,7 +51,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         && let Some(model) =
             crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?
     {
-        reader.set_embedder(model);
+        reader.set_embedder(Some(model));
     }
     let root = match &args.root {
         Some(dir) => Some(known_root(&reader, dir)?),
@@ -111,6 +111,9 @@ fn known_root(reader: &StoreReader, dir: &std::path::Path) -> Result<String> {
 }
 
 fn print_hits(response: &SearchResponse) -> Result<()> {
+    if let Some(why) = &response.semantic_unavailable {
+        output::notice(&format!("searching by words alone: {why}"));
+    }
     let coverage = &response.semantic_coverage;
     if response.mode != search::Mode::Lexical && coverage.vectors < coverage.chunks {
         output::notice(&format!(

@@ -170,13 +170,16 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
             Err(error) => tracing::error!("reindex failed: {error}"),
         },
     );
-    let query_model = crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?;
+    let query = server::QueryEmbedding {
+        loaded: crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?,
+        configured: args.embed.model_config()?,
+    };
     server::serve_http(
         &cli.store_dir(),
         &config,
         |addr| output::notice(&format!("listening on http://{addr}")),
         on_reindex,
-        query_model,
+        query,
     )?;
     Ok(ExitCode::Success)
 }

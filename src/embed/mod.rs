@@ -6,10 +6,13 @@
 //!
 //! The fingerprint is what vectors are keyed by in the ledger: for a local model, a hash of its
 //! weights, tokenizer, pooling, normalisation, prefixes and maximum length; for a remote one, of
-//! the model name, prefixes and maximum length (not the address: the same model behind another
-//! server gives the same vectors). `stat_key` is a cheap summary of what the fingerprint was
-//! computed from (file sizes and times, settings), so a caller can cache the fingerprint and a
-//! no-op run never reads the weights. Hashing is done by `ids::StreamHash` (the only blake3 user).
+//! the model name, prefixes and maximum length and of what the server answers to a fixed probe
+//! text (its dimensions and its vector, rounded), since a name alone does not say which weights
+//! answer (not the address: the same model behind another server gives the same vectors).
+//! `stat_key` is a cheap summary of what a local fingerprint was computed from (file sizes and
+//! times, settings), so a caller can cache the fingerprint and a no-op run never reads the
+//! weights; a remote model has none, its fingerprint is the probe's answer. Hashing is done by
+//! `ids::StreamHash` (the only blake3 user).
 //!
 //! Nothing here reads the ledger or the index; `store` and `ingest` decide what to embed.
 
@@ -138,23 +141,27 @@ pub fn config_from_description(description: &serde_json::Value) -> Option<ModelC
     }
 }
 
-/// A cheap summary of everything the fingerprint depends on (no file contents read).
-pub fn stat_key(config: &ModelConfig) -> Result<String> {
+/// A cheap summary of everything the fingerprint depends on (no file contents read), under
+/// which a caller may cache the fingerprint; `None` for a remote model, whose fingerprint only
+/// its server's answer to the probe can tell (nothing local changes when the server's model
+/// does).
+pub fn stat_key(config: &ModelConfig) -> Result<Option<String>> {
     match config {
-        ModelConfig::Local(local) => local::stat_key(local),
-        ModelConfig::Remote(remote) => Ok(remote::stat_key(remote)),
+        ModelConfig::Local(local) => local::stat_key(local).map(Some),
+        ModelConfig::Remote(_) => Ok(None),
     }
 }
 
-/// The fingerprint, computed from the files (local) or the settings (remote); loads nothing.
+/// The fingerprint, computed from the files (local; loads nothing) or from the server's answer
+/// to the probe (remote; one request per process and endpoint, see `remote::PROBE_FRESH_FOR`).
 pub fn fingerprint(config: &ModelConfig) -> Result<Fingerprint> {
     match config {
         ModelConfig::Local(local) => local::fingerprint(local),
-        ModelConfig::Remote(remote) => Ok(remote::fingerprint(remote)),
+        ModelConfig::Remote(remote) => remote::fingerprint(remote),
     }
 }
 
-/// Loads the model (a local one into memory; a remote one is only checked when first used).
+/// Loads the model (a local one into memory; a remote one is probed, see `fingerprint`).
 pub fn load(config: &ModelConfig) -> Result<Arc<dyn Embedder>> {
     match config {
         ModelConfig::Local(local) => Ok(Arc::new(local::LocalModel::load(local)?)),

@@ -3,11 +3,20 @@
 //!
 //! Retries are owned here and only here (ureq does not retry): a connection failure, a timeout,
 //! 429 and 5xx are tried again up to `ATTEMPTS` times with a growing pause (or the server's
-//! `Retry-After`, capped); any other answer fails at once with what the server said. Loading
-//! sends one short probe to learn the dimensions, so a server that cannot be reached fails
-//! before any work, with the address in the error.
+//! `Retry-After`, capped); any other answer fails at once with what the server said.
+//!
+//! A name says nothing about the weights behind it: a server may update the model it serves
+//! under the same name, or serve it in other dimensions. So loading sends one fixed text, the
+//! probe, and the fingerprint is made of what came back (its dimensions and its vector, rounded
+//! to one decimal) with the name, prefixes and cut: a model that changed behind its name is a new
+//! model whose vectors are a new set, and the same model behind another address is the same.
+//! The probe is sent once per endpoint and model name per process (again after
+//! `PROBE_FRESH_FOR`, for a server that runs for days), not once per batch. A server that
+//! cannot be reached fails before any work, with the address in the error.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
@@ -23,22 +32,30 @@ const FIRST_PAUSE: Duration = Duration::from_millis(500);
 const MAX_DIMS: usize = 65_536;
 /// The longest pause a `Retry-After` may ask for.
 const MAX_PAUSE: Duration = Duration::from_secs(10);
+/// The text whose vector names the model (sent without the prefixes).
+const PROBE_TEXT: &str = "dimension probe";
+/// How long a probe's answer stands for the model behind an endpoint in this process.
+pub const PROBE_FRESH_FOR: Duration = Duration::from_secs(60);
+/// The rounding step of the probe's vector in the fingerprint: coarse, so that the last bits
+/// of a float (a GPU server may vary there from call to call) do not make a new model, while any
+/// real change of the weights moves some of the probe's hundreds of numbers across a step.
+const PROBE_STEPS_PER_UNIT: f32 = 10.0;
 
-/// What the fingerprint depends on: the model name, prefixes and cut; not the address.
-pub fn stat_key(config: &RemoteConfig) -> String {
-    serde_json::json!({
-        "kind": "remote",
-        "name": config.model,
-        "query_prefix": config.query_prefix,
-        "passage_prefix": config.passage_prefix,
-        "max_chars": config.max_chars,
-    })
-    .to_string()
+/// The probe's answers, by endpoint and model name, with when each came.
+type Probes = HashMap<(String, String), (Instant, Vec<f32>)>;
+static PROBES: LazyLock<Mutex<Probes>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// The fingerprint of a remote model: its name, prefixes and cut, and what it answered to the
+/// probe (its dimensions and its vector, rounded). Sends the probe unless this process sent it
+/// to this endpoint less than `PROBE_FRESH_FOR` ago.
+pub fn fingerprint(config: &RemoteConfig) -> Result<Fingerprint> {
+    Ok(RemoteModel::new(config)?.fingerprint)
 }
 
-pub fn fingerprint(config: &RemoteConfig) -> Fingerprint {
+fn fingerprint_of(config: &RemoteConfig, probe: &[f32]) -> Fingerprint {
     let mut hash = StreamHash::new(ids::MODEL_VERSION);
-    hash.part(b"remote")
+    // A tag of its own: a fingerprint made from the settings alone never equals this one.
+    hash.part(b"remote-probed")
         .part(config.model.as_bytes())
         .part(
             config
@@ -54,11 +71,17 @@ pub fn fingerprint(config: &RemoteConfig) -> Fingerprint {
                 .unwrap_or_default()
                 .as_bytes(),
         )
-        .part(&(config.max_chars.unwrap_or(0) as u64).to_le_bytes());
+        .part(&(config.max_chars.unwrap_or(0) as u64).to_le_bytes())
+        .part(&(probe.len() as u64).to_le_bytes());
+    let rounded: Vec<u8> = probe
+        .iter()
+        .map(|x| (x * PROBE_STEPS_PER_UNIT).round() as i8 as u8)
+        .collect();
+    hash.part(&rounded);
     Fingerprint(hash.finish())
 }
 
-/// A remote model, probed once for its dimensions.
+/// A remote model, named by its answer to the probe.
 pub struct RemoteModel {
     config: RemoteConfig,
     agent: ureq::Agent,
@@ -99,18 +122,42 @@ impl RemoteModel {
         let mut model = RemoteModel {
             config: config.clone(),
             agent,
-            fingerprint: fingerprint(config),
+            fingerprint: Fingerprint([0; 32]),
             dims: 0,
         };
-        let probe = model.request(&["dimension probe".to_string()])?;
-        model.dims = probe[0].len();
+        let probe = model.probe()?;
+        model.dims = probe.len();
         if model.dims == 0 || model.dims > MAX_DIMS {
             return Err(model.error(format!(
                 "it answered a vector of {} dimensions (1 to {MAX_DIMS} are accepted)",
                 model.dims
             )));
         }
+        model.fingerprint = fingerprint_of(config, &probe);
         Ok(model)
+    }
+
+    /// The probe's vector: this process's last answer from this endpoint, while fresh, else a
+    /// new request.
+    fn probe(&self) -> Result<Vec<f32>> {
+        let key = (self.config.url.clone(), self.config.model.clone());
+        let fresh = PROBES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .filter(|(when, _)| when.elapsed() < PROBE_FRESH_FOR)
+            .map(|(_, vector)| vector.clone());
+        if let Some(vector) = fresh {
+            return Ok(vector);
+        }
+        // Not held across the request: another thread may probe at the same time, and both
+        // answers name the same model.
+        let vector = self.request(&[PROBE_TEXT.to_string()])?.remove(0);
+        PROBES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, (Instant::now(), vector.clone()));
+        Ok(vector)
     }
 
     fn error(&self, message: impl Into<String>) -> Error {
@@ -321,7 +368,28 @@ impl Embedder for RemoteModel {
 
 #[cfg(test)]
 mod tests {
-    use super::normalise;
+    use super::{fingerprint_of, normalise};
+    use crate::embed::RemoteConfig;
+
+    #[test]
+    fn the_fingerprint_follows_the_probes_answer_but_not_its_last_bits() {
+        let config = RemoteConfig {
+            model: "words".into(),
+            ..RemoteConfig::default()
+        };
+        let probe = [0.62f32, -0.31, 0.12, 0.71];
+        let noisy: Vec<f32> = probe.iter().map(|x| x + 1e-6).collect();
+        let updated = [0.58f32, -0.36, 0.12, 0.71];
+        let of = |vector: &[f32]| fingerprint_of(&config, vector);
+        assert_eq!(of(&probe), of(&noisy), "float noise is not a new model");
+        assert_ne!(of(&probe), of(&updated), "other weights are");
+        assert_ne!(of(&probe), of(&probe[..3]), "and so are other dimensions");
+        let renamed = RemoteConfig {
+            model: "words-v2".into(),
+            ..config.clone()
+        };
+        assert_ne!(of(&probe), fingerprint_of(&renamed, &probe));
+    }
 
     #[test]
     fn large_and_tiny_finite_values_normalise_to_length_one() {

@@ -8,7 +8,9 @@
 //! was computing; the next run asks the ledger again what is missing and embeds only that.
 //!
 //! A no-op run never loads the model: the fingerprint comes from the ledger's cache when the
-//! model's files have not changed (`embed::stat_key`), and the missing count is a query.
+//! model's files have not changed (`embed::stat_key`), and the missing count is a query. A
+//! remote model is asked what it is (one probe), since its server may have changed the model
+//! behind its name: then the fingerprint is new, and every chunk is embedded under it.
 //!
 //! The first model a store embeds with is active at once (search uses its vectors as they come,
 //! and answers say the coverage); a later model becomes active only once its vectors cover every
@@ -59,7 +61,10 @@ pub fn passage_text(chunk: &StoredChunk) -> String {
 }
 
 fn cached_model_fingerprint(store: &mut Store, config: &ModelConfig) -> Result<Fingerprint> {
-    let stat_key = embed::stat_key(config)?;
+    let Some(stat_key) = embed::stat_key(config)? else {
+        // A remote model: its server's answer to the probe is the only way to know it.
+        return embed::fingerprint(config);
+    };
     if let Some(fingerprint) = store.ledger().cached_fingerprint(&stat_key)? {
         return Ok(fingerprint);
     }
@@ -147,7 +152,7 @@ fn embed_store(
         if model.fingerprint() != fingerprint {
             return Err(Error::Model {
                 model: fingerprint.to_hex(),
-                message: "its files changed while it was being loaded\nhint: run again".into(),
+                message: "it changed while it was being loaded (its files, or its server's answer to the probe)\nhint: run again".into(),
             });
         }
         store.register_model(

@@ -348,8 +348,13 @@ pub struct Agent {
     ledger: Option<Mutex<Ledger>>,
     cursor_key: CursorKey,
     config: AgentConfig,
-    /// The model that embeds queries, loaded once and given to every reader opened.
-    query_model: std::sync::OnceLock<Arc<dyn crate::embed::Embedder>>,
+    /// The model that embeds queries, given to every reader opened; replaced when the store's
+    /// active model changes (`follow_active_model`).
+    query_model: RwLock<Option<Arc<dyn crate::embed::Embedder>>>,
+    /// The model the server was configured with, which it prefers when it is the active one.
+    configured_model: Option<crate::embed::ModelConfig>,
+    /// The model of the vector index last checked against the query model, and when.
+    model_check: Mutex<Option<(crate::embed::Fingerprint, std::time::Instant)>>,
     /// The shared ledger that records keyed calls for every host, and this host's name in its
     /// audit rows; `None`: the store's own ledger records them.
     shared: Option<(PgLedger, String)>,
@@ -359,6 +364,11 @@ pub struct Agent {
 
 /// The most read-only connections the agent path opens for lookups and quotas.
 const READ_CONNECTIONS: usize = 16;
+
+/// How often a server checks again that its query model is the store's active one, when the
+/// vector index did not change (a remote model is probed again then: see
+/// `embed::remote::PROBE_FRESH_FOR`).
+const MODEL_RECHECK_EVERY: Duration = Duration::from_secs(60);
 
 /// Checks a caller's key: 1 to 255 visible ASCII characters.
 pub fn validate_key(key: &str) -> Result<(), CallError> {
@@ -410,7 +420,9 @@ impl Agent {
             ledger,
             cursor_key: CursorKey::of_store(store_dir),
             config,
-            query_model: std::sync::OnceLock::new(),
+            query_model: RwLock::new(None),
+            configured_model: None,
+            model_check: Mutex::new(None),
             shared: None,
             unreachable: Mutex::new(None),
         })
@@ -474,10 +486,92 @@ impl Agent {
     }
 
     /// Sets the model that embeds queries, for this reader and every one opened later.
-    pub fn set_query_model(&self, model: Arc<dyn crate::embed::Embedder>) {
-        let _ = self.query_model.set(Arc::clone(&model));
+    pub fn set_query_model(&self, model: Option<Arc<dyn crate::embed::Embedder>>) {
+        *self.query_model.write().unwrap_or_else(|e| e.into_inner()) = model.clone();
         if let Some(reader) = self.current_reader() {
             reader.set_embedder(model);
+        }
+    }
+
+    /// The model configured for this server (`--embed-model`, `--embed-url`): the one it
+    /// embeds queries with whenever it is the store's active model.
+    pub fn with_configured_model(mut self, config: Option<crate::embed::ModelConfig>) -> Agent {
+        self.configured_model = config;
+        self
+    }
+
+    fn query_model(&self) -> Option<Arc<dyn crate::embed::Embedder>> {
+        self.query_model
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Keeps the query model the one that made the reader's vector index. When another
+    /// model's vectors come in (a new model became active), that model is loaded; every
+    /// `MODEL_RECHECK_EVERY` a remote model (or none) is chosen again, so a remote model whose
+    /// server changed the model behind its name (another answer to the probe) is dropped
+    /// rather than compared with the old vectors. A model that cannot be loaded is tried again
+    /// at the next recheck, not at every call. A server calls this on a loop of its own beside
+    /// `reload`, so loading a model or probing a slow server never holds up a new generation.
+    pub fn follow_active_model(&self) {
+        let Some(vectors) = self
+            .current_reader()
+            .and_then(|reader| reader.vectors())
+            .filter(|v| !v.is_empty())
+        else {
+            return;
+        };
+        let wanted = vectors.marker.fingerprint;
+        let held_model = self.query_model();
+        // A local model in memory stays what it is; a remote one is only what its server
+        // answers now, and a model that could not be loaded may load now.
+        let may_drift = held_model
+            .as_ref()
+            .is_none_or(|model| model.describe()["kind"] == "remote");
+        {
+            let mut check = self.model_check.lock().unwrap_or_else(|e| e.into_inner());
+            let due = check.is_none_or(|(checked, at)| {
+                checked != wanted || (may_drift && at.elapsed() >= MODEL_RECHECK_EVERY)
+            });
+            if !due {
+                return;
+            }
+            *check = Some((wanted, std::time::Instant::now()));
+        }
+        let held = held_model.map(|model| model.fingerprint());
+        let choice = self.read_ledger(|ledger| {
+            crate::search::choose_query_model(ledger, self.configured_model.as_ref())
+        });
+        let short = |fingerprint: crate::embed::Fingerprint| fingerprint.to_hex()[..12].to_string();
+        match choice {
+            Ok(choice) => match choice.chosen {
+                Some((_, fingerprint)) if Some(fingerprint) == held => {}
+                Some((config, fingerprint)) => match crate::embed::load(&config) {
+                    Ok(model) => {
+                        tracing::info!(model = %short(fingerprint), "the store's active model changed; queries are embedded with it now");
+                        self.set_query_model(Some(model));
+                    }
+                    Err(err) => {
+                        tracing::warn!(error = %err, "the store's active model cannot be loaded; searching by words alone");
+                        self.set_query_model(None);
+                    }
+                },
+                None => {
+                    if held.is_some() {
+                        let why = choice.notice.unwrap_or_else(|| {
+                            format!("the store's vectors are from model {}", short(wanted))
+                        });
+                        tracing::warn!(
+                            "the query model no longer makes the store's vectors: {why}"
+                        );
+                        self.set_query_model(None);
+                    }
+                }
+            },
+            Err(err) => {
+                tracing::warn!(error = %err, "could not check which model embeds queries; keeping the one loaded");
+            }
         }
     }
 
@@ -505,9 +599,7 @@ impl Agent {
             return Ok(reader.index().reload()?.0);
         }
         let reader = Arc::new(StoreReader::open(&self.store_dir)?);
-        if let Some(model) = self.query_model.get() {
-            reader.set_embedder(Arc::clone(model));
-        }
+        reader.set_embedder(self.query_model());
         let generation = reader.index().snapshot().generation().0;
         *self.reader.write().unwrap_or_else(|e| e.into_inner()) = Some(reader);
         Ok(generation)

@@ -11,7 +11,7 @@ use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use super::{Ledger, StoredChunk, chunk_id_column, decode_heading, sql_error};
 use crate::crash::crash_point;
 use crate::embed::Fingerprint;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ids::{ChunkId, Generation};
 
 /// A model as the ledger knows it.
@@ -105,7 +105,10 @@ impl Ledger {
             .map_err(sql_error("write the model fingerprint cache"))
     }
 
-    /// Records a model the first time a run uses it.
+    /// Records a model the first time a run uses it. A model recorded before with other
+    /// dimensions is refused: its stored vectors and the ones it makes now could not be
+    /// compared, and vectors of a length other than the recorded one would count as damaged,
+    /// be removed by `rebuild` and be made again, damaged, by every run after.
     pub fn register_model(
         &mut self,
         fingerprint: &Fingerprint,
@@ -124,8 +127,24 @@ impl Ledger {
                     now_ms
                 ],
             )
-            .map(drop)
-            .map_err(sql_error("record the embedding model"))
+            .map_err(sql_error("record the embedding model"))?;
+        let recorded: i64 = self
+            .conn
+            .query_row(
+                "SELECT dims FROM embedding_models WHERE fingerprint = ?1",
+                [fingerprint.0.as_slice()],
+                |row| row.get(0),
+            )
+            .map_err(sql_error("read the embedding model"))?;
+        if recorded != dims as i64 {
+            return Err(Error::Model {
+                model: format!("{fingerprint} ({description})"),
+                message: format!(
+                    "it makes vectors of {dims} dimensions, but its vectors in this store have {recorded}\nhint: the model changed without changing its fingerprint; configure it under another name or prefix so that it is a new model"
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Every model the ledger knows, the active one (last activated) first.
@@ -455,5 +474,43 @@ impl Ledger {
             other_models,
             orphans,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::embed::Fingerprint;
+    use crate::error::Error;
+    use crate::ledger::{Access, Ledger};
+
+    #[test]
+    fn a_model_recorded_with_other_dimensions_is_refused_by_name() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut ledger =
+            Ledger::open(&dir.path().join("ledger.sqlite"), Access::ReadWrite).expect("create");
+        let model = Fingerprint([7; 32]);
+        let description = serde_json::json!({"kind": "remote", "name": "words"});
+        ledger
+            .register_model(&model, &description, 384, 1)
+            .expect("first record");
+        // The same model again, as it was: nothing to say.
+        ledger
+            .register_model(&model, &description, 384, 2)
+            .expect("the same record");
+        let refused = ledger.register_model(&model, &description, 256, 3);
+        match refused {
+            Err(Error::Model {
+                model: name,
+                message,
+            }) => {
+                assert!(name.contains(&model.to_hex()[..12]), "{name}");
+                assert!(
+                    message.contains("256") && message.contains("384"),
+                    "{message}"
+                );
+            }
+            other => panic!("a model of other dimensions was accepted: {other:?}"),
+        }
+        assert_eq!(ledger.models().expect("models")[0].dims, 384);
     }
 }

@@ -30,6 +30,14 @@ pub use http::MAX_BODY_BYTES;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Scope(pub String);
 
+/// The model that embeds a server's queries: the one loaded before it started, and the one it
+/// was configured with, which it chooses again by whenever another model becomes active.
+#[derive(Clone, Default)]
+pub struct QueryEmbedding {
+    pub loaded: Option<Arc<dyn crate::embed::Embedder>>,
+    pub configured: Option<crate::embed::ModelConfig>,
+}
+
 /// How often a server looks for a new index commit.
 const RELOAD_EVERY: Duration = Duration::from_millis(250);
 
@@ -140,6 +148,18 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn spawn_reloader(agent: Arc<Agent>) {
+    let follower = agent.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(RELOAD_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let agent = follower.clone();
+            // The query model follows the vector index the reloads bring in (a new active
+            // model), on a loop of its own: loading a model takes seconds.
+            let _ = tokio::task::spawn_blocking(move || agent.follow_active_model()).await;
+        }
+    });
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(RELOAD_EVERY);
         loop {
@@ -177,13 +197,13 @@ pub fn serve_stdio(
     store_dir: &Path,
     config: AgentConfig,
     client_id: &str,
-    query_model: Option<Arc<dyn crate::embed::Embedder>>,
+    query: QueryEmbedding,
     shared: Option<SharedServing>,
 ) -> Result<()> {
-    let agent = Arc::new(open_agent(store_dir, config, shared.as_ref())?);
-    if let Some(model) = query_model {
-        agent.set_query_model(model);
-    }
+    let agent = Arc::new(
+        open_agent(store_dir, config, shared.as_ref())?.with_configured_model(query.configured),
+    );
+    agent.set_query_model(query.loaded);
     runtime()?.block_on(async move {
         spawn_reloader(agent.clone());
         if let Some(shared) = shared {
@@ -266,7 +286,7 @@ pub fn serve_http(
     config: &HttpConfig,
     on_listen: impl FnOnce(SocketAddr),
     on_reindex: Arc<dyn Fn(Result<Option<IngestReport>>) + Send + Sync>,
-    query_model: Option<Arc<dyn crate::embed::Embedder>>,
+    query: QueryEmbedding,
 ) -> Result<()> {
     if !config.listen.ip().is_loopback() && config.tokens.is_empty() {
         return Err(Error::Usage(format!(
@@ -282,10 +302,11 @@ pub fn serve_http(
             outcome => on_reindex(outcome),
         }
     }
-    let agent = Arc::new(open_agent(store_dir, config.agent, config.shared.as_ref())?);
-    if let Some(model) = query_model {
-        agent.set_query_model(model);
-    }
+    let agent = Arc::new(
+        open_agent(store_dir, config.agent, config.shared.as_ref())?
+            .with_configured_model(query.configured),
+    );
+    agent.set_query_model(query.loaded);
     if let Some(reindex) = &config.reindex
         && reindex.ingest.interrupt.signal().is_some()
     {

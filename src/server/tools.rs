@@ -109,7 +109,8 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
                 "description": "chunks with a vector (what semantic ranking can see) of all chunks; below chunks while the store is still embedding",
                 "properties": {"vectors": {"type": "integer"}, "chunks": {"type": "integer"}},
                 "required": ["vectors", "chunks"]
-            }
+            },
+            "semantic_unavailable": {"type": "string", "description": "present when the hits were ranked by words alone though the store has embeddings: why (the model that made them is not the one that would embed the query, or the query could not be embedded)"}
         },
         "required": ["generation", "last_ingest", "hits"]
     });

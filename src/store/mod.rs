@@ -614,13 +614,15 @@ fn writer_of<'a>(slot: &'a mut Option<Writer>, index: &Index) -> Result<&'a mut 
 }
 
 /// The fingerprint of a configured model, from the ledger's cache when its files have not
-/// changed since it was computed (then nothing of the model is read), else computed.
+/// changed since it was computed (then nothing of the model is read), else computed (a remote
+/// model is always asked: see `embed::stat_key`).
 pub fn model_fingerprint(
     ledger: &Ledger,
     config: &crate::embed::ModelConfig,
 ) -> Result<crate::embed::Fingerprint> {
-    let stat_key = crate::embed::stat_key(config)?;
-    if let Some(fingerprint) = ledger.cached_fingerprint(&stat_key)? {
+    if let Some(stat_key) = crate::embed::stat_key(config)?
+        && let Some(fingerprint) = ledger.cached_fingerprint(&stat_key)?
+    {
         return Ok(fingerprint);
     }
     crate::embed::fingerprint(config)
@@ -655,8 +657,9 @@ pub struct StoreReader {
     /// The vector indexes it replaced, each with when, for the page cursors cut from them.
     replaced_vectors:
         std::sync::Mutex<std::collections::VecDeque<(std::time::Instant, Arc<VectorSet>)>>,
-    /// The model that embeds queries, when one is loaded (the active model's).
-    embedder: std::sync::OnceLock<Arc<dyn Embedder>>,
+    /// The model that embeds queries, when one is loaded (the active model's); a server
+    /// replaces it when another model becomes active.
+    embedder: std::sync::RwLock<Option<Arc<dyn Embedder>>>,
 }
 
 /// How many replaced vector indexes a reader keeps for page cursors, and for how long.
@@ -698,7 +701,7 @@ impl StoreReader {
             index,
             vectors: std::sync::RwLock::new(vectors),
             replaced_vectors: std::sync::Mutex::new(std::collections::VecDeque::new()),
-            embedder: std::sync::OnceLock::new(),
+            embedder: std::sync::RwLock::new(None),
         })
     }
 
@@ -768,14 +771,22 @@ impl StoreReader {
             .map(|(_, set)| Arc::clone(set))
     }
 
-    /// Sets the model that embeds queries (loaded once, by `serve`, `mcp` or `search`).
-    /// Only the first model set is kept.
-    pub fn set_embedder(&self, embedder: Arc<dyn Embedder>) {
-        let _ = self.embedder.set(embedder);
+    /// Sets the model that embeds queries (loaded by `serve`, `mcp` or `search`), or removes
+    /// it (`None`: a server whose model is no longer the one that made the store's vectors).
+    /// A search running meanwhile finishes with the model it started with.
+    pub fn set_embedder(&self, embedder: Option<Arc<dyn Embedder>>) {
+        *self
+            .embedder
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = embedder;
     }
 
-    pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
-        self.embedder.get()
+    /// The model that embeds queries now.
+    pub fn embedder(&self) -> Option<Arc<dyn Embedder>> {
+        self.embedder
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     pub fn paths(&self) -> &StorePaths {

@@ -3,7 +3,8 @@
 //! exactly what the model embedded, and it serves vectors either from the local model
 //! (`../shared/models/all-MiniLM-L6-v2`, through the library) or from a deterministic hash of
 //! the words (for the tests of what is embedded when, where the vectors' meaning is beside the
-//! point).
+//! point). A test can switch the model it serves while it runs (`switch`), as a server-side
+//! model update under the same name does.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -18,6 +19,10 @@ use groundidx::embed::{self, Embedder, LocalConfig, ModelConfig};
 pub enum Vectors {
     /// 64 dimensions, one per hash bucket of the lower-cased words.
     Words,
+    /// Another model under the same name: 64 dimensions hashed with another seed.
+    WordsUpdated,
+    /// The word vectors cut to their first 48 dimensions (a model of another size).
+    Shorter,
     /// The local model.
     Model(Arc<dyn Embedder>),
     /// Word vectors for a first request (the probe), then a broken answer of this kind:
@@ -35,6 +40,8 @@ pub struct EmbedServer {
     pub texts: Arc<Mutex<Vec<String>>>,
     /// While set, every request is answered 503.
     pub failing: Arc<AtomicBool>,
+    /// How vectors are made now.
+    vectors: Arc<Mutex<Vectors>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -66,17 +73,18 @@ pub fn local_model() -> Option<Arc<dyn Embedder>> {
 }
 
 fn word_vector(text: &str) -> Vec<f32> {
+    seeded_word_vector(text, 0xcbf2_9ce4_8422_2325)
+}
+
+fn seeded_word_vector(text: &str, seed: u64) -> Vec<f32> {
     let mut v = vec![0.0f32; 64];
     for word in text
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
     {
-        let bucket = word
-            .to_lowercase()
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-            });
+        let bucket = word.to_lowercase().bytes().fold(seed, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
         v[(bucket % 64) as usize] += 1.0;
     }
     if v.iter().all(|x| *x == 0.0) {
@@ -102,9 +110,11 @@ impl EmbedServer {
             inputs: Arc::new(AtomicU64::new(0)),
             texts: Arc::new(Mutex::new(Vec::new())),
             failing: Arc::new(AtomicBool::new(false)),
+            vectors: Arc::new(Mutex::new(vectors)),
             stop: Arc::new(AtomicBool::new(false)),
         };
-        let (inputs, texts, failing, stop) = (
+        let (vectors, inputs, texts, failing, stop) = (
+            Arc::clone(&server.vectors),
             Arc::clone(&server.inputs),
             Arc::clone(&server.texts),
             Arc::clone(&server.failing),
@@ -115,7 +125,7 @@ impl EmbedServer {
                 match listener.accept() {
                     Ok((stream, _)) => {
                         let (vectors, inputs, texts, failing) = (
-                            vectors.clone(),
+                            Arc::clone(&vectors),
                             Arc::clone(&inputs),
                             Arc::clone(&texts),
                             Arc::clone(&failing),
@@ -136,6 +146,11 @@ impl EmbedServer {
 
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/v1/embeddings", self.port)
+    }
+
+    /// Serves `vectors` from the next request on, under the same model name.
+    pub fn switch(&self, vectors: Vectors) {
+        *self.vectors.lock().unwrap_or_else(|e| e.into_inner()) = vectors;
     }
 
     /// Passages given to the model so far.
@@ -163,7 +178,7 @@ impl Drop for EmbedServer {
 /// Answers the requests of one connection (the client may keep it alive).
 fn serve(
     stream: TcpStream,
-    vectors: &Vectors,
+    vectors: &Mutex<Vectors>,
     inputs: &AtomicU64,
     texts: &Mutex<Vec<String>>,
     failing: &AtomicBool,
@@ -197,8 +212,24 @@ fn serve(
                 .unwrap_or_else(|e| e.into_inner())
                 .extend(batch.iter().cloned());
             let first = inputs.load(Ordering::SeqCst) == batch.len() as u64;
-            let made: Vec<Vec<f32>> = match vectors {
+            let vectors = vectors.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let made: Vec<Vec<f32>> = match &vectors {
                 Vectors::Words => batch.iter().map(|t| word_vector(t)).collect(),
+                Vectors::WordsUpdated => batch
+                    .iter()
+                    .map(|t| seeded_word_vector(t, 0x9e37_79b9_7f4a_7c15))
+                    .collect(),
+                Vectors::Shorter => batch
+                    .iter()
+                    .map(|t| {
+                        let mut v = word_vector(t);
+                        v.truncate(48);
+                        if v.iter().all(|x| *x == 0.0) {
+                            v[0] = 1.0;
+                        }
+                        v
+                    })
+                    .collect(),
                 Vectors::Broken("longer") => batch.iter().map(|t| longer_vector(t)).collect(),
                 Vectors::Broken(_) if first => batch.iter().map(|t| word_vector(t)).collect(),
                 Vectors::Broken("fewer") => batch.iter().skip(1).map(|t| word_vector(t)).collect(),

@@ -87,8 +87,8 @@ fn a_no_op_run_embeds_nothing_and_loads_no_model() {
     assert_eq!(again["embedding"]["model_loaded"], false, "{again}");
     assert_eq!(
         server.inputs(),
-        chunks + 1,
-        "a no-op run sent the model nothing"
+        chunks + 2,
+        "a no-op run sent the model only the probe that tells which model it is"
     );
     assert_vectors_verified(&env);
 }
@@ -135,7 +135,11 @@ fn a_rename_a_copy_and_a_shared_passage_are_embedded_once() {
     let renamed = ingest(&env, &server);
     assert_eq!(renamed["documents"]["renamed"], 1, "{renamed}");
     assert_eq!(embedded(&renamed), 0, "{renamed}");
-    assert_eq!(server.inputs(), before, "nothing reached the model");
+    assert_eq!(
+        server.inputs(),
+        before + 1,
+        "nothing but the probe reached the model"
+    );
 
     // Two new files holding the same passage under the same heading path: one chunk.
     let shared = "# Shared\n\nThe quarterly audit checks every signing key.\n";

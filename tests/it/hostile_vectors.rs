@@ -120,18 +120,36 @@ fn a_query_embedded_in_other_dimensions_falls_back_to_words_by_default_and_fails
     let env = Env::sample();
     let server = EmbedServer::start(Vectors::Words);
     ingest(&env, &server);
-    // The same model name now answers 65 dimensions: from the probe on, or after it.
-    for kind in ["longer", "longer-later"] {
-        let longer = EmbedServer::start(Vectors::Broken(kind));
-        query_in_other_dimensions(&env, &longer);
-    }
+    // The same model name now answers 65 dimensions after a probe of 64: each query is refused
+    // by its dimensions.
+    query_in_other_dimensions(&env);
+    // 65 from the probe on: another model behind the name, never used with this store's
+    // vectors; the store's own model, at the address it was recorded with, embeds the query.
+    let longer = EmbedServer::start(Vectors::Broken("longer"));
+    let answer = with_model(
+        &env,
+        &longer,
+        &["search", "rotate keys", "--mode", "semantic"],
+    );
+    assert_eq!(answer["mode"], "semantic", "{answer}");
+    assert_eq!(longer.inputs(), 1, "only the probe reached the other model");
 }
 
-fn query_in_other_dimensions(env: &Env, longer: &EmbedServer) {
-    let answer = with_model(env, longer, &["search", "rotate keys"]);
+/// Each search process probes the model once, and the server answers only its first request
+/// (the probe) in the store's dimensions: one server per process.
+fn query_in_other_dimensions(env: &Env) {
+    let longer = EmbedServer::start(Vectors::Broken("longer-later"));
+    let answer = with_model(env, &longer, &["search", "rotate keys"]);
     assert_eq!(answer["mode"], "lexical", "{answer}");
+    assert!(
+        answer["semantic_unavailable"]
+            .as_str()
+            .is_some_and(|why| why.contains("dimensions")),
+        "the answer says why it ranks by words alone: {answer}"
+    );
     assert!(hits(&answer) > 0, "{answer}");
     let mut args = vec!["search", "rotate keys", "--mode", "semantic", "--json"];
+    let longer = EmbedServer::start(Vectors::Broken("longer-later"));
     let flags = longer.flags("words");
     args.extend(flags.iter().map(String::as_str));
     let output = env.run(&args);

@@ -79,6 +79,9 @@
 //! - `embed_local`: the local embedding model: vectors as sentence-transformers makes them, the
 //!   folder's settings, the fingerprint and stat key, and an error for each unusable folder:
 //!   one message whatever `RUST_BACKTRACE` says, after a bounded read of a hostile one.
+//! - `model_identity`: a remote model is named by what it answers to a probe, so a model
+//!   updated or resized under the same name is a new model, never mixed with the old, never
+//!   stored damaged or re-embedded in a loop; a running server follows the active model.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
 
@@ -120,6 +123,7 @@ mod key_collision;
 mod kill;
 mod lock;
 mod malformed;
+mod model_identity;
 mod names;
 mod ops;
 mod pipes;

@@ -64,6 +64,15 @@ fn the_model_behind_the_embeddings_api_ranks_as_the_model_in_process() {
     let Some(loaded) = local_model() else { return };
     let local = Env::sample();
     ingest_local(&local, &model);
+    // The model gives the probe's text the same vector to the bit each time (and JSON carries
+    // an f32 exactly), so its rounding in the fingerprint is never on the edge by noise here.
+    let probe = || {
+        loaded.embed_passages(&["dimension probe"]).expect("embed")[0]
+            .iter()
+            .map(|x| x.to_bits())
+            .collect::<Vec<u32>>()
+    };
+    assert_eq!(probe(), probe());
     let server = EmbedServer::start(Vectors::Model(loaded));
     let remote = Env::sample();
     let docs = remote.docs.to_str().expect("utf-8").to_string();
@@ -75,6 +84,11 @@ fn the_model_behind_the_embeddings_api_ranks_as_the_model_in_process() {
         report["embedding"]["embedded"], report["embedding"]["chunks"],
         "{report}"
     );
+    // The server gives the probe the same vector each time, so a second run finds the same
+    // model behind it (float noise in the probe would make a new model, embedded again).
+    let again = remote.json(&args);
+    assert_eq!(again["embedding"]["model"], report["embedding"]["model"]);
+    assert_eq!(again["embedding"]["embedded"], 0, "{again}");
     for question in [
         "my update broke production, how can I go back",
         "who do I ask when something is on fire",
