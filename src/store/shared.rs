@@ -4,9 +4,10 @@
 //!
 //! Every host's `--store` is an ordinary store whose `ledger.sqlite` is a mirror: its index and
 //! vector index are projections of the mirror by the same protocol as a store of its own.
-//! A writer takes the lease, brings its mirror to the shared ledger, and then writes each batch
-//! to its mirror and, inside that same SQLite transaction, publishes it to the shared ledger
-//! (`Ledger::apply_batch_publishing`): the mirror commits only what the shared ledger holds.
+//! A writer takes the lease, brings its mirror to the shared ledger, and then publishes each
+//! batch to the shared ledger before its mirror commits it (`Ledger::apply_batch_publishing`):
+//! the mirror commits only what the shared ledger holds, and holds no SQLite write transaction
+//! while it waits on PostgreSQL.
 //! A host that only serves pulls what others published, after its position, or a whole
 //! snapshot when the log no longer reaches back to it.
 

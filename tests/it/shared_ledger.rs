@@ -1413,3 +1413,58 @@ fn keys_expire_by_the_database_clock_and_a_late_retry_is_not_counted_again() {
     assert_eq!(count(&schema.url, &schema.name, "audit_events"), 1);
     assert_eq!(count(&schema.url, &schema.name, "usage_events"), 1);
 }
+
+#[test]
+fn a_server_on_a_writers_store_answers_read_only_while_the_writer_waits_for_its_ledger() {
+    let Some(cluster) = crate::support_pg::Cluster::start() else {
+        return;
+    };
+    let schema = TestSchema {
+        url: cluster.url.clone(),
+        name: "groundidx".into(),
+    };
+    let env = Env::sample();
+    // One host: a writer and a server on the same store folder.
+    let writer = Host::new(&env, "host", &schema);
+    writer.ingest(&env.docs);
+    let server = serve_host(&env, &schema, "host", &[], &[]);
+    edit(&env);
+    let pauses = env.tmp.path().join("pauses");
+    std::fs::create_dir_all(&pauses).expect("pause folder");
+    let docs = env.docs.to_str().expect("utf-8");
+    let held = writer
+        .command(&["ingest", docs, "--batch-files", "3", "--wait", "30"])
+        .env(
+            groundidx::crash::PAUSE_ENV,
+            format!("shared.before_commit@{}", pauses.display()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ingest");
+    let mut held = held;
+    wait_paused(&pauses, &mut held);
+    // PostgreSQL goes away in the middle of a publish: the writer retries it (for up to 30 s).
+    cluster.stop();
+    std::fs::write(pauses.join("resume"), "").expect("resume the writer");
+    for round in 0..3 {
+        let reply = server.post(
+            "/v1/tools/search_docs",
+            &[],
+            r#"{"query": "rotate the signing key"}"#,
+        );
+        assert_eq!(reply.status, 200, "round {round}: {}", reply.body);
+        assert_eq!(
+            reply.header("groundidx-read-only"),
+            Some("1"),
+            "round {round}"
+        );
+    }
+    // Back in time for the writer's retries: it finishes the run.
+    cluster.resume();
+    let output = held.wait_with_output().expect("wait for the writer");
+    assert_success(&output, &["ingest"]);
+    drop(server);
+    writer.sync();
+    assert_all_equal_clean(&env, &schema, &[&writer]);
+}
