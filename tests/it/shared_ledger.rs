@@ -751,7 +751,10 @@ fn a_spooled_call_forwarded_twice_is_recorded_once() {
     };
     let env = Env::sample();
     Host::new(&env, "writer", &schema).ingest(&env.docs);
-    let server = serve_host(&env, &schema, "server", &[], &[]);
+    // A frozen clock keeps every call in one rate-limit window.
+    let frozen = [("GROUNDIDX_FAKE_NOW_MS", "1800000000000")];
+    let limit = ["--rate-limit", "2/60s"];
+    let server = serve_host(&env, &schema, "server", &limit, &frozen);
     cluster.stop();
     let answered = server.post("/v1/tools/search_docs", &[], r#"{"query": "backups"}"#);
     assert_eq!(answered.status, 200, "{}", answered.body);
@@ -778,6 +781,21 @@ fn a_spooled_call_forwarded_twice_is_recorded_once() {
         .query_row("SELECT count(*) FROM audit_events", [], |row| row.get(0))
         .expect("count the spool");
     assert_eq!(spool, 0, "the spool is empty once forwarded");
+    // The forwarded unit counts in the shared rate limit too (once): of 2 units, 1 is left.
+    let other = serve_host(&env, &schema, "other", &limit, &frozen);
+    let statuses: Vec<u16> = ["after-1", "after-2"]
+        .iter()
+        .map(|key| {
+            other
+                .post(
+                    "/v1/tools/search_docs",
+                    &[("Idempotency-Key", key)],
+                    r#"{"query": "backups"}"#,
+                )
+                .status
+        })
+        .collect();
+    assert_eq!(statuses, [200, 429], "the spooled call was not counted");
 }
 
 #[test]
