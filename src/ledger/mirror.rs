@@ -188,6 +188,7 @@ impl Ledger {
             .map_err(sql_error("begin applying shared changes"))?;
         apply(&tx, changes)?;
         write_vectors(&tx, vectors)?;
+        drop_unlisted_models(&tx, &vectors.models)?;
         for row in &changes.log {
             tx.prepare_cached(
                 "INSERT INTO chunk_log (generation, op, chunk_id) VALUES (?1, ?2, ?3)",
@@ -643,6 +644,33 @@ fn write_vectors(tx: &Transaction<'_>, vectors: &VectorChanges) -> Result<()> {
             ])
         })
         .map_err(sql_error("write vectors"))?;
+    }
+    Ok(())
+}
+
+/// Drops every model (and its vectors) that the shared ledger's full list of `models` no
+/// longer holds: `gc` removed it there.
+fn drop_unlisted_models(tx: &Transaction<'_>, models: &[ModelRecord]) -> Result<()> {
+    let listed: BTreeSet<&[u8]> = models.iter().map(|m| m.fingerprint.as_slice()).collect();
+    let held: Vec<Vec<u8>> = {
+        let mut stmt = tx
+            .prepare("SELECT fingerprint FROM embedding_models")
+            .map_err(sql_error("read embedding models"))?;
+        stmt.query_map([], |row| row.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(sql_error("read embedding models"))?
+    };
+    for fingerprint in held {
+        if listed.contains(fingerprint.as_slice()) {
+            continue;
+        }
+        for sql in [
+            "DELETE FROM vectors WHERE model = ?1",
+            "DELETE FROM embedding_models WHERE fingerprint = ?1",
+        ] {
+            tx.execute(sql, [&fingerprint])
+                .map_err(sql_error("remove a model the shared ledger removed"))?;
+        }
     }
     Ok(())
 }

@@ -425,6 +425,17 @@ pub fn sync_replica(
     })
 }
 
+/// Removes the vectors of the embedding models search used before the active one from the
+/// shared ledger, under the writer lease (taken as `wait` says): no writer embeds, activates a
+/// model or publishes vectors meanwhile. Every mirror follows at its next sync. Returns how many
+/// vectors went.
+pub fn gc_shared_vectors(shared: &PgLedger, wait: LockWait, lease_ttl: Duration) -> Result<u64> {
+    let lease = Lease::take(shared, wait, lease_ttl)?;
+    let removed = shared.remove_replaced_models(lease.epoch())?;
+    lease.check()?;
+    Ok(removed)
+}
+
 /// Forwards the calls this host answered while the shared ledger was away, then removes them
 /// from the spool. A kill between the two forwards them again, and their `(scope, key)` keeps
 /// one row each.

@@ -1486,3 +1486,79 @@ fn a_server_on_a_writers_store_answers_read_only_while_the_writer_waits_for_its_
     writer.sync();
     assert_all_equal_clean(&env, &schema, &[&writer]);
 }
+
+/// The vectors a host's mirror holds.
+fn mirror_vectors(host: &Host<'_>) -> i64 {
+    rusqlite::Connection::open(host.store.join("ledger.sqlite"))
+        .expect("open the mirror")
+        .query_row("SELECT count(*) FROM vectors", [], |row| row.get(0))
+        .expect("count the mirror's vectors")
+}
+
+#[test]
+fn gc_removes_replaced_models_from_the_shared_ledger_and_every_mirror_follows() {
+    use crate::embed_server::{EmbedServer, Vectors};
+    let Some(schema) = schema("gc_vectors") else {
+        return;
+    };
+    let env = Env::sample();
+    let model = EmbedServer::start(Vectors::Words);
+    let docs = env.docs.to_str().expect("utf-8");
+    let writer = Host::new(&env, "writer", &schema);
+    let reader = Host::new(&env, "reader", &schema);
+    // A first model, then a second that replaces it once it covers every chunk.
+    for name in ["words", "words-v2"] {
+        let flags = model.flags(name);
+        let mut args = vec!["ingest", docs, "--json", "--wait", "30"];
+        args.extend(flags.iter().map(String::as_str));
+        writer.json(&args);
+    }
+    reader.sync();
+    let chunks = count(&schema.url, &schema.name, "chunks");
+    assert_eq!(count(&schema.url, &schema.name, "vectors"), 2 * chunks);
+    assert_eq!(mirror_vectors(&reader), 2 * chunks);
+    // A mirror's gc without its shared ledger is refused and removes nothing.
+    let mut alone = Command::new(BIN);
+    isolate(&mut alone);
+    let alone = alone
+        .arg("--store")
+        .arg(&reader.store)
+        .args(["gc"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        alone.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&alone.stderr)
+    );
+    assert!(String::from_utf8_lossy(&alone.stderr).contains("mirror of a shared ledger"));
+    assert_eq!(mirror_vectors(&reader), 2 * chunks);
+    // With it, the replaced model goes from the shared ledger, and each mirror follows.
+    let gc = writer.json(&["gc", "--json"]);
+    assert_eq!(
+        gc["vectors_removed"]["replaced_models"].as_i64(),
+        Some(chunks),
+        "{gc}"
+    );
+    assert_eq!(count(&schema.url, &schema.name, "vectors"), chunks);
+    assert_eq!(count(&schema.url, &schema.name, "embedding_models"), 1);
+    for host in [&reader, &writer] {
+        host.sync();
+        assert_eq!(mirror_vectors(host), chunks, "{}", host.store.display());
+        let status = host.json(&["status", "--json"]);
+        assert_eq!(
+            status["models"].as_array().map(Vec::len),
+            Some(1),
+            "{status}"
+        );
+        let report = host.json(&["verify", "--json"]);
+        assert_eq!(report["vectors"]["identical"], true, "{report}");
+    }
+    // Nothing is embedded again by the next run with the active model.
+    let flags = model.flags("words-v2");
+    let mut args = vec!["ingest", docs, "--json", "--wait", "30"];
+    args.extend(flags.iter().map(String::as_str));
+    let again = writer.json(&args);
+    assert_eq!(again["embedding"]["embedded"], 0, "{again}");
+}
