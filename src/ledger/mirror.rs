@@ -127,6 +127,14 @@ pub struct VectorChanges {
     pub vectors: Vec<VectorRow>,
 }
 
+/// Where a mirror last found its shared ledger, for the message that refuses another one:
+/// the URL without its password, and the schema.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MirrorBinding {
+    pub url: String,
+    pub schema: String,
+}
+
 /// Which shared ledger a mirror copies, and how far.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaState {
@@ -159,6 +167,37 @@ impl Ledger {
             )
             .optional()
             .map_err(sql_error("read replica state"))
+    }
+
+    /// Where this mirror last found its shared ledger; `None` when it is no mirror or has not
+    /// recorded it (a mirror made before schema version 6, until its next sync).
+    pub fn mirror_binding(&self) -> Result<Option<MirrorBinding>> {
+        let binding = self
+            .conn
+            .query_row(
+                "SELECT ledger_url, ledger_schema FROM replica WHERE id = 1",
+                [],
+                |row| {
+                    Ok(MirrorBinding {
+                        url: row.get(0)?,
+                        schema: row.get(1)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(sql_error("read the mirror's shared ledger"))?;
+        Ok(binding.filter(|binding| !binding.schema.is_empty()))
+    }
+
+    /// Records where this mirror found its shared ledger.
+    pub fn set_mirror_binding(&mut self, binding: &MirrorBinding) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE replica SET ledger_url = ?1, ledger_schema = ?2 WHERE id = 1",
+                params![binding.url, binding.schema],
+            )
+            .map(drop)
+            .map_err(sql_error("record the mirror's shared ledger"))
     }
 
     /// True when the ledger holds no source, document or chunk (a new store).

@@ -29,8 +29,8 @@ use crate::walk::FileStat;
 
 pub use keys_sql::{AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow};
 pub use mirror::{
-    ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, ModelRecord, ReplicaState, RunRow,
-    SourceRow, VectorChanges, VectorRow,
+    ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, MirrorBinding, ModelRecord,
+    ReplicaState, RunRow, SourceRow, VectorChanges, VectorRow,
 };
 pub use pool::{LedgerPool, PooledLedger};
 pub use schema::SCHEMA_VERSION;

@@ -1562,3 +1562,54 @@ fn gc_removes_replaced_models_from_the_shared_ledger_and_every_mirror_follows() 
     let again = writer.json(&args);
     assert_eq!(again["embedding"]["embedded"], 0, "{again}");
 }
+
+#[test]
+fn a_mirror_refuses_another_shared_ledger_unless_told_to_rebind() {
+    let Some(schema) = schema("bound") else {
+        return;
+    };
+    // Another ledger in the same database, as a typo in --ledger-schema makes one.
+    let Some(typo) = TestSchema::new("bound_typo") else {
+        return;
+    };
+    let env = Env::sample();
+    let docs = env.docs.to_str().expect("utf-8");
+    let writer = Host::new(&env, "writer", &schema);
+    let replica = Host::new(&env, "replica", &schema);
+    writer.ingest(&env.docs);
+    replica.sync();
+    let before = replica.export();
+    assert!(!before.is_empty());
+    let replica_elsewhere = Host {
+        store: replica.store.clone(),
+        schema: &typo,
+    };
+    let writer_elsewhere = Host {
+        store: writer.store.clone(),
+        schema: &typo,
+    };
+    replica_elsewhere.json(&["migrate", "--json"]);
+    for (host, args) in [
+        (&replica_elsewhere, vec!["sync"]),
+        (&writer_elsewhere, vec!["ingest", docs, "--wait", "30"]),
+    ] {
+        let refused = host.run(&args);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&typo.name), "{args:?}: {stderr}");
+        assert!(stderr.contains(&schema.name), "{args:?}: {stderr}");
+        assert!(stderr.contains("--rebind"), "{args:?}: {stderr}");
+    }
+    assert_eq!(count(&typo.url, &typo.name, "chunks"), 0);
+    assert_eq!(replica.export(), before, "the replica was left as it was");
+    assert_eq!(replica.sync()["mirror"], "in_step");
+    assert_all_equal_clean(&env, &schema, &[&writer, &replica]);
+    // Told to, the store becomes a mirror of the other ledger (empty here).
+    let rebound = replica_elsewhere.json(&["sync", "--rebind", "--json"]);
+    assert_eq!(rebound["mirror"], "bootstrapped", "{rebound}");
+    assert!(replica_elsewhere.export().is_empty());
+    assert_eq!(replica_elsewhere.sync()["mirror"], "in_step");
+    // And it is bound to that one now.
+    let refused = replica.run(&["sync"]);
+    assert_eq!(refused.status.code(), Some(2));
+}

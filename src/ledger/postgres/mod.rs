@@ -221,6 +221,11 @@ impl PgLedger {
         format!("{} (schema {})", self.inner.shown, self.inner.schema)
     }
 
+    /// The URL without its password.
+    pub fn shown_url(&self) -> &str {
+        &self.inner.shown
+    }
+
     pub fn schema(&self) -> &str {
         &self.inner.schema
     }
