@@ -1,9 +1,9 @@
 //! `groundidx gc`
 
-use groundidx::{Result, clock, keys};
+use groundidx::{Result, clock, keys, store};
 
 use crate::cli::output;
-use crate::cli::{Cli, ExitCode};
+use crate::cli::{Cli, ExitCode, WaitArgs};
 
 /// Delete expired idempotency keys, the vectors of embedding models search no longer uses, and
 /// the vectors of chunks no document holds any more.
@@ -11,14 +11,20 @@ use crate::cli::{Cli, ExitCode};
 /// Audit and usage rows stay, so a very late retry is still neither logged nor counted twice.
 /// Without gc a vector is kept forever, so text that comes back is never embedded again.
 ///
-/// With --ledger, the shared ledger's expired keys and old quota windows instead, and its change
-/// log below the slowest replica; a replica silent for --log-retention no longer holds the log
-/// back, and copies a whole snapshot when it is back.
+/// With --ledger, the shared ledger's expired keys and old quota windows instead, its change
+/// log below the slowest replica, and the vectors of replaced models (under the writer lease;
+/// every replica drops them at its next sync); a replica silent for --log-retention no longer
+/// holds the log back, and copies a whole snapshot when it is back. A replica's store is never
+/// collected without its --ledger.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// With --ledger: how long a silent replica holds the shared log back (1h, 7d)
     #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = parse_retention)]
     pub log_retention: std::time::Duration,
+
+    // With --ledger: how long to wait for the writer lease before removing vectors.
+    #[command(flatten)]
+    pub wait: WaitArgs,
 }
 
 fn parse_retention(text: &str) -> std::result::Result<std::time::Duration, String> {
@@ -30,14 +36,19 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         // Keys expire by the database's clock; the log goes below the slowest active replica.
         let removed = shared.prune_keys()?;
         let floor = shared.prune_log(args.log_retention.as_secs())?;
+        let replaced = store::gc_shared_vectors(&shared, args.wait.lock_wait(), cli.lease_ttl)?;
         if cli.json {
             output::json(&serde_json::json!({
                 "keys_removed": removed,
                 "log_floor": floor,
+                "vectors_removed": {
+                    "replaced_models": replaced,
+                },
             }))?;
         } else if !cli.quiet {
             output::line(format!("removed {removed} expired keys"))?;
             output::line(format!("pruned the shared log up to position {floor}"))?;
+            output::line(format!("removed {replaced} vectors of replaced models"))?;
         }
         return Ok(ExitCode::Success);
     }

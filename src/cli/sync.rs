@@ -1,7 +1,7 @@
 //! `groundidx sync`
 
 use groundidx::Result;
-use groundidx::store::{StoreConfig, sync_replica};
+use groundidx::store::{OtherLedger, StoreConfig, sync_replica};
 
 use crate::cli::output;
 use crate::cli::{Cli, ExitCode, WaitArgs};
@@ -15,6 +15,11 @@ use crate::cli::{Cli, ExitCode, WaitArgs};
 pub struct Args {
     #[command(flatten)]
     pub wait: WaitArgs,
+
+    /// Make the store a mirror of --ledger even if it mirrors another shared ledger: its
+    /// content is replaced by a copy of this one (without it, such a store is refused)
+    #[arg(long)]
+    pub rebind: bool,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
@@ -28,6 +33,11 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         args.wait.lock_wait(),
         StoreConfig::default(),
         &shared,
+        if args.rebind {
+            OtherLedger::Rebind
+        } else {
+            OtherLedger::Refuse
+        },
     )?;
     if cli.json {
         output::json(&report)?;

@@ -978,28 +978,34 @@ fn seconds_to_reset(now_ms: i64, window_secs: u64) -> u64 {
 
 /// Deletes idempotency key records that expired before `now_ms`, and nothing else.
 pub fn gc(store_dir: &Path, now_ms: i64) -> Result<u64> {
-    let paths = StorePaths::new(store_dir);
-    if !paths.ledger().exists() {
-        return Err(Error::NoStore {
-            path: store_dir.to_path_buf(),
-        });
-    }
-    let mut ledger = Ledger::open(&paths.ledger(), Access::ReadWrite)?;
-    ledger.prune_keys(now_ms)
+    open_for_gc(store_dir)?.prune_keys(now_ms)
 }
 
 /// Deletes the vectors of the models search used before the active one, and those of chunks
 /// the ledger no longer holds. Like key gc it takes no writer lock: the vector index holds
 /// neither kind, so nothing a reader or writer uses goes away.
 pub fn gc_vectors(store_dir: &Path) -> Result<crate::ledger::VectorGc> {
+    open_for_gc(store_dir)?.gc_vectors()
+}
+
+/// The store's own ledger, for gc; a mirror of a shared ledger is refused: what it holds is
+/// the shared ledger's, and rows removed here alone (behind the mirror's position) would never
+/// come back.
+fn open_for_gc(store_dir: &Path) -> Result<Ledger> {
     let paths = StorePaths::new(store_dir);
     if !paths.ledger().exists() {
         return Err(Error::NoStore {
             path: store_dir.to_path_buf(),
         });
     }
-    let mut ledger = Ledger::open(&paths.ledger(), Access::ReadWrite)?;
-    ledger.gc_vectors()
+    let ledger = Ledger::open(&paths.ledger(), Access::ReadWrite)?;
+    if ledger.replica_state()?.is_some() {
+        return Err(Error::Usage(format!(
+            "the store at {} is a mirror of a shared ledger; gc without it would remove rows the shared ledger still holds\nhint: pass the same --ledger postgres://… (gc then collects the shared ledger, and every mirror follows at its next sync)",
+            store_dir.display()
+        )));
+    }
+    Ok(ledger)
 }
 
 #[cfg(test)]

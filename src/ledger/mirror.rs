@@ -127,6 +127,14 @@ pub struct VectorChanges {
     pub vectors: Vec<VectorRow>,
 }
 
+/// Where a mirror last found its shared ledger, for the message that refuses another one:
+/// the URL without its password, and the schema.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MirrorBinding {
+    pub url: String,
+    pub schema: String,
+}
+
 /// Which shared ledger a mirror copies, and how far.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaState {
@@ -161,6 +169,37 @@ impl Ledger {
             .map_err(sql_error("read replica state"))
     }
 
+    /// Where this mirror last found its shared ledger; `None` when it is no mirror or has not
+    /// recorded it (a mirror made before schema version 6, until its next sync).
+    pub fn mirror_binding(&self) -> Result<Option<MirrorBinding>> {
+        let binding = self
+            .conn
+            .query_row(
+                "SELECT ledger_url, ledger_schema FROM replica WHERE id = 1",
+                [],
+                |row| {
+                    Ok(MirrorBinding {
+                        url: row.get(0)?,
+                        schema: row.get(1)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(sql_error("read the mirror's shared ledger"))?;
+        Ok(binding.filter(|binding| !binding.schema.is_empty()))
+    }
+
+    /// Records where this mirror found its shared ledger.
+    pub fn set_mirror_binding(&mut self, binding: &MirrorBinding) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE replica SET ledger_url = ?1, ledger_schema = ?2 WHERE id = 1",
+                params![binding.url, binding.schema],
+            )
+            .map(drop)
+            .map_err(sql_error("record the mirror's shared ledger"))
+    }
+
     /// True when the ledger holds no source, document or chunk (a new store).
     pub fn is_empty(&self) -> Result<bool> {
         self.conn
@@ -188,6 +227,7 @@ impl Ledger {
             .map_err(sql_error("begin applying shared changes"))?;
         apply(&tx, changes)?;
         write_vectors(&tx, vectors)?;
+        drop_unlisted_models(&tx, &vectors.models)?;
         for row in &changes.log {
             tx.prepare_cached(
                 "INSERT INTO chunk_log (generation, op, chunk_id) VALUES (?1, ?2, ?3)",
@@ -643,6 +683,33 @@ fn write_vectors(tx: &Transaction<'_>, vectors: &VectorChanges) -> Result<()> {
             ])
         })
         .map_err(sql_error("write vectors"))?;
+    }
+    Ok(())
+}
+
+/// Drops every model (and its vectors) that the shared ledger's full list of `models` no
+/// longer holds: `gc` removed it there.
+fn drop_unlisted_models(tx: &Transaction<'_>, models: &[ModelRecord]) -> Result<()> {
+    let listed: BTreeSet<&[u8]> = models.iter().map(|m| m.fingerprint.as_slice()).collect();
+    let held: Vec<Vec<u8>> = {
+        let mut stmt = tx
+            .prepare("SELECT fingerprint FROM embedding_models")
+            .map_err(sql_error("read embedding models"))?;
+        stmt.query_map([], |row| row.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(sql_error("read embedding models"))?
+    };
+    for fingerprint in held {
+        if listed.contains(fingerprint.as_slice()) {
+            continue;
+        }
+        for sql in [
+            "DELETE FROM vectors WHERE model = ?1",
+            "DELETE FROM embedding_models WHERE fingerprint = ?1",
+        ] {
+            tx.execute(sql, [&fingerprint])
+                .map_err(sql_error("remove a model the shared ledger removed"))?;
+        }
     }
     Ok(())
 }

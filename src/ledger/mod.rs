@@ -29,8 +29,8 @@ use crate::walk::FileStat;
 
 pub use keys_sql::{AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow};
 pub use mirror::{
-    ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, ModelRecord, ReplicaState, RunRow,
-    SourceRow, VectorChanges, VectorRow,
+    ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, MirrorBinding, ModelRecord,
+    ReplicaState, RunRow, SourceRow, VectorChanges, VectorRow,
 };
 pub use pool::{LedgerPool, PooledLedger};
 pub use schema::SCHEMA_VERSION;
@@ -416,96 +416,56 @@ impl Ledger {
     ///
     /// If it fails (or the process dies) before `COMMIT`, nothing of the batch is written.
     pub fn apply_batch(&mut self, batch: &Batch) -> Result<BatchOutcome> {
-        self.apply_batch_with(batch, None)
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql_error("begin batch"))?;
+        let outcome = write_batch(&tx, batch)?;
+        crash_point("ledger.before_commit");
+        tx.commit().map_err(sql_error("commit batch"))?;
+        Ok(outcome)
     }
 
-    /// `apply_batch` on a mirror of the shared ledger: before the transaction commits, the
-    /// rows the batch changed are given to `publish` (which commits them to the shared ledger
-    /// and returns the shared log position they took), and the mirror records that position.
-    /// If `publish` fails, nothing of the batch is written here either.
+    /// `apply_batch` on a mirror of the shared ledger: the rows the batch changes are given
+    /// to `publish` (which commits them to the shared ledger and returns the shared log
+    /// position they took), and then the mirror commits the batch at that position.
+    ///
+    /// The change set is found by applying the batch and rolling it back, and the batch is
+    /// applied again once the shared ledger holds it: no SQLite write transaction stays open
+    /// while `publish` waits on PostgreSQL (for up to its retry budget), so a server on this
+    /// store can still write the calls it answers read-only meanwhile. The writer lock keeps
+    /// every other writer of the batch's rows away in between, so the second run finds the
+    /// same change set (checked). If `publish` fails, nothing of the batch is written here; if
+    /// the process dies after it, the shared ledger has the batch and the mirror pulls it.
     pub fn apply_batch_publishing(
         &mut self,
         batch: &Batch,
         publish: &mut Publish<'_>,
     ) -> Result<BatchOutcome> {
-        self.apply_batch_with(batch, Some(publish))
-    }
-
-    fn apply_batch_with(
-        &mut self,
-        batch: &Batch,
-        publish: Option<&mut Publish<'_>>,
-    ) -> Result<BatchOutcome> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql_error("begin batch"))?;
-        let current: i64 = tx
-            .query_row(
-                "SELECT value FROM meta WHERE name = 'generation'",
-                [],
-                |row| row.get(0),
-            )
-            .map_err(sql_error("read generation"))?;
-        let generation = current + 1;
-        let mut outcome = BatchOutcome::default();
-        {
-            let mut writer = BatchWriter {
-                tx: &tx,
-                generation,
-                outcome: &mut outcome,
-                logged: HashSet::new(),
-            };
-            // What the chunks the batch touches are called before it: a chunk that stays but
-            // whose documents' names or fields change is logged again for the index.
-            let before = writer.labels_before(batch)?;
-            // Every new source is in place before any old document is released, so content
-            // that moves between paths within the batch is never dropped and re-added.
-            let mut released = Vec::new();
-            for upsert in &batch.upserts {
-                released.extend(writer.upsert(batch.root, upsert)?);
-            }
-            for path in &batch.deletes {
-                released.extend(writer.delete(batch.root, path)?);
-            }
-            for doc_hash in released {
-                writer.release(&doc_hash)?;
-            }
-            for (path, stat, recorded_ns) in &batch.stat_updates {
-                writer.update_stat(batch.root, path, stat, *recorded_ns)?;
-            }
-            writer.log_relabelled(before)?;
+        let outcome = write_batch(&tx, batch)?;
+        let changes = batch_changes(&tx, batch, &outcome)?;
+        if changes.is_empty() {
+            crash_point("ledger.before_commit");
+            tx.commit().map_err(sql_error("commit batch"))?;
+            return Ok(outcome);
         }
-        if outcome.chunks_added + outcome.chunks_removed + outcome.chunks_reindexed > 0 {
-            tx.execute(
-                "UPDATE meta SET value = ?1 WHERE name = 'generation'",
-                [generation],
-            )
-            .map_err(sql_error("bump generation"))?;
-            outcome.generation = Some(Generation(generation as u64));
+        tx.rollback().map_err(sql_error("roll back batch"))?;
+        let state = publish(&changes)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql_error("begin batch"))?;
+        let outcome = write_batch(&tx, batch)?;
+        if batch_changes(&tx, batch, &outcome)? != changes {
+            return Err(Error::Inconsistent(
+                "the mirror changed while its batch was published to the shared ledger; the next run pulls the batch from there".into(),
+            ));
         }
-        if let Some(publish) = publish {
-            let root: String = tx
-                .query_row(
-                    "SELECT path FROM roots WHERE root_id = ?1",
-                    [batch.root.0],
-                    |row| row.get(0),
-                )
-                .map_err(sql_error("read root"))?;
-            let paths: BTreeSet<String> = batch
-                .upserts
-                .iter()
-                .map(|upsert| upsert.path.clone())
-                .chain(batch.deletes.iter().cloned())
-                .collect();
-            let reached = outcome.generation.unwrap_or(Generation(current as u64));
-            let changes =
-                mirror::collect_batch(&tx, &root, &paths, reached, outcome.generation.is_some())?;
-            if !changes.is_empty() {
-                let state = publish(&changes)?;
-                mirror::set_position(&tx, reached, &state)?;
-            }
-        }
+        mirror::set_position(&tx, changes.generation, &state)?;
         crash_point("ledger.before_commit");
         tx.commit().map_err(sql_error("commit batch"))?;
         Ok(outcome)
@@ -799,6 +759,92 @@ impl Ledger {
             .query_row("SELECT max(finished_at) FROM runs", [], |row| row.get(0))
             .map_err(sql_error("read runs"))
     }
+}
+
+/// Writes one batch's rows in `tx` (which the caller commits or rolls back): its sources,
+/// documents and chunks, one `chunk_log` row per chunk added, removed or relabelled, and, when
+/// there are such rows, the next generation.
+fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<BatchOutcome> {
+    let current: i64 = tx
+        .query_row(
+            "SELECT value FROM meta WHERE name = 'generation'",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(sql_error("read generation"))?;
+    let generation = current + 1;
+    let mut outcome = BatchOutcome::default();
+    {
+        let mut writer = BatchWriter {
+            tx,
+            generation,
+            outcome: &mut outcome,
+            logged: HashSet::new(),
+        };
+        // What the chunks the batch touches are called before it: a chunk that stays but
+        // whose documents' names or fields change is logged again for the index.
+        let before = writer.labels_before(batch)?;
+        // Every new source is in place before any old document is released, so content
+        // that moves between paths within the batch is never dropped and re-added.
+        let mut released = Vec::new();
+        for upsert in &batch.upserts {
+            released.extend(writer.upsert(batch.root, upsert)?);
+        }
+        for path in &batch.deletes {
+            released.extend(writer.delete(batch.root, path)?);
+        }
+        for doc_hash in released {
+            writer.release(&doc_hash)?;
+        }
+        for (path, stat, recorded_ns) in &batch.stat_updates {
+            writer.update_stat(batch.root, path, stat, *recorded_ns)?;
+        }
+        writer.log_relabelled(before)?;
+    }
+    if outcome.chunks_added + outcome.chunks_removed + outcome.chunks_reindexed > 0 {
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE name = 'generation'",
+            [generation],
+        )
+        .map_err(sql_error("bump generation"))?;
+        outcome.generation = Some(Generation(generation as u64));
+    }
+    Ok(outcome)
+}
+
+/// The change set of the batch `write_batch` just wrote in `tx`, for the shared ledger.
+fn batch_changes(
+    tx: &rusqlite::Transaction<'_>,
+    batch: &Batch,
+    outcome: &BatchOutcome,
+) -> Result<ChangeSet> {
+    let reached: i64 = tx
+        .query_row(
+            "SELECT value FROM meta WHERE name = 'generation'",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(sql_error("read generation"))?;
+    let root: String = tx
+        .query_row(
+            "SELECT path FROM roots WHERE root_id = ?1",
+            [batch.root.0],
+            |row| row.get(0),
+        )
+        .map_err(sql_error("read root"))?;
+    let paths: BTreeSet<String> = batch
+        .upserts
+        .iter()
+        .map(|upsert| upsert.path.clone())
+        .chain(batch.deletes.iter().cloned())
+        .collect();
+    mirror::collect_batch(
+        tx,
+        &root,
+        &paths,
+        Generation(reached as u64),
+        outcome.generation.is_some(),
+    )
 }
 
 /// Writes one batch's rows inside its transaction.

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::ledger::sql_error;
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The oldest version this build opens: older stores are upgraded in place by a writer, and
 /// read as they are by a reader (no reader query depends on what the upgrades add).
@@ -27,7 +27,16 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, SCHEMA_V3),
     (4, SCHEMA_V4),
     (5, SCHEMA_V5),
+    (6, SCHEMA_V6),
 ];
+
+/// Version 6: a mirror records where it found its shared ledger (the URL without its password,
+/// and the schema), so that it can name it when it refuses another one. Which ledger it is
+/// stays `ledger_id`; a mirror of an earlier version records these at its next sync.
+const SCHEMA_V6: &str = "
+ALTER TABLE replica ADD COLUMN ledger_url TEXT NOT NULL DEFAULT '';
+ALTER TABLE replica ADD COLUMN ledger_schema TEXT NOT NULL DEFAULT '';
+";
 
 /// Version 5: a store can be a mirror of a shared (PostgreSQL) ledger. The one row of
 /// `replica` names that ledger and the last position of its log the mirror holds; a store

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::ingest::{IngestConfig, IngestReport, NoProgress, ingest};
 use crate::keys::{Agent, AgentConfig};
 use crate::ledger::postgres::PgLedger;
-use crate::store::{LockWait, Store, StoreConfig, hostname, sync_replica};
+use crate::store::{LockWait, OtherLedger, Store, StoreConfig, hostname, sync_replica};
 
 pub use http::MAX_BODY_BYTES;
 
@@ -79,6 +79,7 @@ fn open_agent(
         LockWait::Wait(Duration::from_secs(60)),
         shared.store.clone(),
         &shared.ledger,
+        OtherLedger::Refuse,
     )?;
     let served_by = format!("{}/{}", hostname(), std::process::id());
     Ok(Agent::open(store_dir, config)?.with_shared_ledger(shared.ledger.clone(), served_by))
@@ -94,7 +95,13 @@ fn spawn_syncer(store_dir: PathBuf, shared: SharedServing, agent: Arc<Agent>) {
             tick.tick().await;
             let (dir, shared, agent) = (store_dir.clone(), shared.clone(), agent.clone());
             let synced = tokio::task::spawn_blocking(move || {
-                let synced = sync_replica(&dir, LockWait::NoWait, shared.store, &shared.ledger);
+                let synced = sync_replica(
+                    &dir,
+                    LockWait::NoWait,
+                    shared.store,
+                    &shared.ledger,
+                    OtherLedger::Refuse,
+                );
                 // A sync that reached the ledger ends a read-only spell within a second.
                 match &synced {
                     Ok(_) => agent.note_ledger(Ok(())),

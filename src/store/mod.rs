@@ -42,8 +42,8 @@ use crate::vectors::{self, Marker, VectorSet};
 
 pub use lock::{LockWait, WriterLock};
 pub use shared::{
-    DEFAULT_LEASE_TTL, LOG_RETENTION_SECS, Lease, MirrorSync, SharedWriting, SyncReport, hostname,
-    sync_replica,
+    DEFAULT_LEASE_TTL, LOG_RETENTION_SECS, Lease, MirrorSync, OtherLedger, SharedWriting,
+    SyncReport, gc_shared_vectors, hostname, sync_replica,
 };
 
 /// How many chunks are read from the ledger at a time while applying to the index.

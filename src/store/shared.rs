@@ -4,11 +4,16 @@
 //!
 //! Every host's `--store` is an ordinary store whose `ledger.sqlite` is a mirror: its index and
 //! vector index are projections of the mirror by the same protocol as a store of its own.
-//! A writer takes the lease, brings its mirror to the shared ledger, and then writes each batch
-//! to its mirror and, inside that same SQLite transaction, publishes it to the shared ledger
-//! (`Ledger::apply_batch_publishing`): the mirror commits only what the shared ledger holds.
+//! A writer takes the lease, brings its mirror to the shared ledger, and then publishes each
+//! batch to the shared ledger before its mirror commits it (`Ledger::apply_batch_publishing`):
+//! the mirror commits only what the shared ledger holds, and holds no SQLite write transaction
+//! while it waits on PostgreSQL.
 //! A host that only serves pulls what others published, after its position, or a whole
 //! snapshot when the log no longer reaches back to it.
+//!
+//! A mirror copies one shared ledger (its `ledger_id`): another one (a mistyped `--ledger` or
+//! `--ledger-schema`) is refused, leaving the mirror untouched, unless the sync is told to
+//! rebind (`OtherLedger::Rebind`).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::ids::ChunkId;
 use crate::ids::Generation;
 use crate::ledger::postgres::{LeaseGrant, PgLedger, Pulled};
-use crate::ledger::{Ledger, encode_vector};
+use crate::ledger::{Ledger, MirrorBinding, encode_vector};
 use crate::store::{CatchUp, LockWait, Store, StoreConfig, Then};
 
 /// The default time a writer's lease lasts without renewal.
@@ -42,6 +47,16 @@ pub enum MirrorSync {
     Pulled,
     /// It was made again from a snapshot (new, behind the log, or another ledger's).
     Bootstrapped,
+}
+
+/// What bringing a mirror to the shared ledger does when the mirror copies another one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OtherLedger {
+    /// Refuses, leaving the mirror as it is: a mistyped `--ledger-schema` names a new, empty
+    /// ledger, and copying it would empty the replica.
+    Refuse,
+    /// Makes the store a mirror of the given ledger, its content replaced by a copy of it.
+    Rebind,
 }
 
 /// What one sync step of a replica did.
@@ -211,7 +226,7 @@ impl Store {
             Store::open_at(dir, wait, Then::Nothing, config).map_err(|err| err.in_store(dir))?;
         require_mirror(&store.ledger, dir, shared)?;
         let lease = Lease::take(shared, wait, lease_ttl)?;
-        let synced = sync_mirror(&mut store, shared)?;
+        let synced = sync_mirror(&mut store, shared, OtherLedger::Refuse)?;
         store.shared = Some(SharedWriter {
             ledger: shared.clone(),
             lease,
@@ -352,10 +367,49 @@ fn require_mirror(ledger: &Ledger, dir: &Path, shared: &PgLedger) -> Result<()> 
 }
 
 /// Brings the store's mirror to the shared ledger's position: the changes after its own, or a
-/// snapshot. The index is not touched here.
-fn sync_mirror(store: &mut Store, shared: &PgLedger) -> Result<MirrorSync> {
+/// snapshot. A mirror of another shared ledger is refused unless `other` says to rebind. The
+/// index is not touched here.
+fn sync_mirror(store: &mut Store, shared: &PgLedger, other: OtherLedger) -> Result<MirrorSync> {
     let mirror = store.ledger.replica_state()?;
-    match shared.pull(mirror.as_ref())? {
+    let pulled = shared.pull(mirror.as_ref())?;
+    if let (Some(mirror), Pulled::Behind(meta)) = (&mirror, &pulled)
+        && mirror.ledger_id != meta.ledger_id
+        && other == OtherLedger::Refuse
+    {
+        return Err(another_ledger(store, shared, &mirror.ledger_id)?);
+    }
+    let synced = apply_pulled(store, shared, pulled)?;
+    let binding = MirrorBinding {
+        url: shared.shown_url().to_string(),
+        schema: shared.schema().to_string(),
+    };
+    if store.ledger.mirror_binding()?.as_ref() != Some(&binding) {
+        store.ledger.set_mirror_binding(&binding)?;
+    }
+    Ok(synced)
+}
+
+/// The refusal of a mirror of another shared ledger, naming both.
+fn another_ledger(store: &Store, shared: &PgLedger, mirrored_id: &str) -> Result<Error> {
+    let mirrored = match store.ledger.mirror_binding()? {
+        Some(binding) => format!(
+            "{} (schema {}, ledger {mirrored_id})",
+            binding.url, binding.schema
+        ),
+        None => format!("ledger {mirrored_id}"),
+    };
+    Ok(Error::Usage(format!(
+        "the store at {} is a mirror of another shared ledger, {mirrored}, not of {}; it is left untouched\nhint: check --ledger and --ledger-schema; to make the store a mirror of {} instead (its content replaced by a copy of that ledger), run `groundidx --ledger … --ledger-schema {} sync --rebind`",
+        store.paths.dir.display(),
+        shared.describe(),
+        shared.describe(),
+        shared.schema()
+    )))
+}
+
+/// Applies what `pull` found: nothing, the changes after the mirror's position, or a snapshot.
+fn apply_pulled(store: &mut Store, shared: &PgLedger, pulled: Pulled) -> Result<MirrorSync> {
+    match pulled {
         Pulled::UpToDate(_) => Ok(MirrorSync::InStep),
         Pulled::Changes {
             changes,
@@ -388,11 +442,12 @@ pub fn sync_replica(
     wait: LockWait,
     config: StoreConfig,
     shared: &PgLedger,
+    other: OtherLedger,
 ) -> Result<SyncReport> {
     let (mut store, _) =
         Store::open_at(dir, wait, Then::Nothing, config).map_err(|err| err.in_store(dir))?;
     require_mirror(&store.ledger, dir, shared)?;
-    let synced = sync_mirror(&mut store, shared)?;
+    let synced = sync_mirror(&mut store, shared, other)?;
     match synced {
         MirrorSync::Bootstrapped => {
             store.rebuild()?;
@@ -422,6 +477,17 @@ pub fn sync_replica(
         generation: generation.0,
         log_seq: state.log_seq,
     })
+}
+
+/// Removes the vectors of the embedding models search used before the active one from the
+/// shared ledger, under the writer lease (taken as `wait` says): no writer embeds, activates a
+/// model or publishes vectors meanwhile. Every mirror follows at its next sync. Returns how many
+/// vectors went.
+pub fn gc_shared_vectors(shared: &PgLedger, wait: LockWait, lease_ttl: Duration) -> Result<u64> {
+    let lease = Lease::take(shared, wait, lease_ttl)?;
+    let removed = shared.remove_replaced_models(lease.epoch())?;
+    lease.check()?;
+    Ok(removed)
 }
 
 /// Forwards the calls this host answered while the shared ledger was away, then removes them

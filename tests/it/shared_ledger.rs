@@ -751,7 +751,10 @@ fn a_spooled_call_forwarded_twice_is_recorded_once() {
     };
     let env = Env::sample();
     Host::new(&env, "writer", &schema).ingest(&env.docs);
-    let server = serve_host(&env, &schema, "server", &[], &[]);
+    // A frozen clock keeps every call in one rate-limit window.
+    let frozen = [("GROUNDIDX_FAKE_NOW_MS", "1800000000000")];
+    let limit = ["--rate-limit", "2/60s"];
+    let server = serve_host(&env, &schema, "server", &limit, &frozen);
     cluster.stop();
     let answered = server.post("/v1/tools/search_docs", &[], r#"{"query": "backups"}"#);
     assert_eq!(answered.status, 200, "{}", answered.body);
@@ -778,6 +781,21 @@ fn a_spooled_call_forwarded_twice_is_recorded_once() {
         .query_row("SELECT count(*) FROM audit_events", [], |row| row.get(0))
         .expect("count the spool");
     assert_eq!(spool, 0, "the spool is empty once forwarded");
+    // The forwarded unit counts in the shared rate limit too (once): of 2 units, 1 is left.
+    let other = serve_host(&env, &schema, "other", &limit, &frozen);
+    let statuses: Vec<u16> = ["after-1", "after-2"]
+        .iter()
+        .map(|key| {
+            other
+                .post(
+                    "/v1/tools/search_docs",
+                    &[("Idempotency-Key", key)],
+                    r#"{"query": "backups"}"#,
+                )
+                .status
+        })
+        .collect();
+    assert_eq!(statuses, [200, 429], "the spooled call was not counted");
 }
 
 #[test]
@@ -1412,4 +1430,186 @@ fn keys_expire_by_the_database_clock_and_a_late_retry_is_not_counted_again() {
     assert_eq!(late.status, 200, "{}", late.body);
     assert_eq!(count(&schema.url, &schema.name, "audit_events"), 1);
     assert_eq!(count(&schema.url, &schema.name, "usage_events"), 1);
+}
+
+#[test]
+fn a_server_on_a_writers_store_answers_read_only_while_the_writer_waits_for_its_ledger() {
+    let Some(cluster) = crate::support_pg::Cluster::start() else {
+        return;
+    };
+    let schema = TestSchema {
+        url: cluster.url.clone(),
+        name: "groundidx".into(),
+    };
+    let env = Env::sample();
+    // One host: a writer and a server on the same store folder.
+    let writer = Host::new(&env, "host", &schema);
+    writer.ingest(&env.docs);
+    let server = serve_host(&env, &schema, "host", &[], &[]);
+    edit(&env);
+    let pauses = env.tmp.path().join("pauses");
+    std::fs::create_dir_all(&pauses).expect("pause folder");
+    let docs = env.docs.to_str().expect("utf-8");
+    let held = writer
+        .command(&["ingest", docs, "--batch-files", "3", "--wait", "30"])
+        .env(
+            groundidx::crash::PAUSE_ENV,
+            format!("shared.before_commit@{}", pauses.display()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ingest");
+    let mut held = held;
+    wait_paused(&pauses, &mut held);
+    // PostgreSQL goes away in the middle of a publish: the writer retries it (for up to 30 s).
+    cluster.stop();
+    std::fs::write(pauses.join("resume"), "").expect("resume the writer");
+    for round in 0..3 {
+        let reply = server.post(
+            "/v1/tools/search_docs",
+            &[],
+            r#"{"query": "rotate the signing key"}"#,
+        );
+        assert_eq!(reply.status, 200, "round {round}: {}", reply.body);
+        assert_eq!(
+            reply.header("groundidx-read-only"),
+            Some("1"),
+            "round {round}"
+        );
+    }
+    // Back in time for the writer's retries: it finishes the run.
+    cluster.resume();
+    let output = held.wait_with_output().expect("wait for the writer");
+    assert_success(&output, &["ingest"]);
+    drop(server);
+    writer.sync();
+    assert_all_equal_clean(&env, &schema, &[&writer]);
+}
+
+/// The vectors a host's mirror holds.
+fn mirror_vectors(host: &Host<'_>) -> i64 {
+    rusqlite::Connection::open(host.store.join("ledger.sqlite"))
+        .expect("open the mirror")
+        .query_row("SELECT count(*) FROM vectors", [], |row| row.get(0))
+        .expect("count the mirror's vectors")
+}
+
+#[test]
+fn gc_removes_replaced_models_from_the_shared_ledger_and_every_mirror_follows() {
+    use crate::embed_server::{EmbedServer, Vectors};
+    let Some(schema) = schema("gc_vectors") else {
+        return;
+    };
+    let env = Env::sample();
+    let model = EmbedServer::start(Vectors::Words);
+    let docs = env.docs.to_str().expect("utf-8");
+    let writer = Host::new(&env, "writer", &schema);
+    let reader = Host::new(&env, "reader", &schema);
+    // A first model, then a second that replaces it once it covers every chunk.
+    for name in ["words", "words-v2"] {
+        let flags = model.flags(name);
+        let mut args = vec!["ingest", docs, "--json", "--wait", "30"];
+        args.extend(flags.iter().map(String::as_str));
+        writer.json(&args);
+    }
+    reader.sync();
+    let chunks = count(&schema.url, &schema.name, "chunks");
+    assert_eq!(count(&schema.url, &schema.name, "vectors"), 2 * chunks);
+    assert_eq!(mirror_vectors(&reader), 2 * chunks);
+    // A mirror's gc without its shared ledger is refused and removes nothing.
+    let mut alone = Command::new(BIN);
+    isolate(&mut alone);
+    let alone = alone
+        .arg("--store")
+        .arg(&reader.store)
+        .args(["gc"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        alone.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&alone.stderr)
+    );
+    assert!(String::from_utf8_lossy(&alone.stderr).contains("mirror of a shared ledger"));
+    assert_eq!(mirror_vectors(&reader), 2 * chunks);
+    // With it, the replaced model goes from the shared ledger, and each mirror follows.
+    let gc = writer.json(&["gc", "--json"]);
+    assert_eq!(
+        gc["vectors_removed"]["replaced_models"].as_i64(),
+        Some(chunks),
+        "{gc}"
+    );
+    assert_eq!(count(&schema.url, &schema.name, "vectors"), chunks);
+    assert_eq!(count(&schema.url, &schema.name, "embedding_models"), 1);
+    for host in [&reader, &writer] {
+        host.sync();
+        assert_eq!(mirror_vectors(host), chunks, "{}", host.store.display());
+        let status = host.json(&["status", "--json"]);
+        assert_eq!(
+            status["models"].as_array().map(Vec::len),
+            Some(1),
+            "{status}"
+        );
+        let report = host.json(&["verify", "--json"]);
+        assert_eq!(report["vectors"]["identical"], true, "{report}");
+    }
+    // Nothing is embedded again by the next run with the active model.
+    let flags = model.flags("words-v2");
+    let mut args = vec!["ingest", docs, "--json", "--wait", "30"];
+    args.extend(flags.iter().map(String::as_str));
+    let again = writer.json(&args);
+    assert_eq!(again["embedding"]["embedded"], 0, "{again}");
+}
+
+#[test]
+fn a_mirror_refuses_another_shared_ledger_unless_told_to_rebind() {
+    let Some(schema) = schema("bound") else {
+        return;
+    };
+    // Another ledger in the same database, as a typo in --ledger-schema makes one.
+    let Some(typo) = TestSchema::new("bound_typo") else {
+        return;
+    };
+    let env = Env::sample();
+    let docs = env.docs.to_str().expect("utf-8");
+    let writer = Host::new(&env, "writer", &schema);
+    let replica = Host::new(&env, "replica", &schema);
+    writer.ingest(&env.docs);
+    replica.sync();
+    let before = replica.export();
+    assert!(!before.is_empty());
+    let replica_elsewhere = Host {
+        store: replica.store.clone(),
+        schema: &typo,
+    };
+    let writer_elsewhere = Host {
+        store: writer.store.clone(),
+        schema: &typo,
+    };
+    replica_elsewhere.json(&["migrate", "--json"]);
+    for (host, args) in [
+        (&replica_elsewhere, vec!["sync"]),
+        (&writer_elsewhere, vec!["ingest", docs, "--wait", "30"]),
+    ] {
+        let refused = host.run(&args);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&typo.name), "{args:?}: {stderr}");
+        assert!(stderr.contains(&schema.name), "{args:?}: {stderr}");
+        assert!(stderr.contains("--rebind"), "{args:?}: {stderr}");
+    }
+    assert_eq!(count(&typo.url, &typo.name, "chunks"), 0);
+    assert_eq!(replica.export(), before, "the replica was left as it was");
+    assert_eq!(replica.sync()["mirror"], "in_step");
+    assert_all_equal_clean(&env, &schema, &[&writer, &replica]);
+    // Told to, the store becomes a mirror of the other ledger (empty here).
+    let rebound = replica_elsewhere.json(&["sync", "--rebind", "--json"]);
+    assert_eq!(rebound["mirror"], "bootstrapped", "{rebound}");
+    assert!(replica_elsewhere.export().is_empty());
+    assert_eq!(replica_elsewhere.sync()["mirror"], "in_step");
+    // And it is bound to that one now.
+    let refused = replica.run(&["sync"]);
+    assert_eq!(refused.status.code(), Some(2));
 }

@@ -221,7 +221,8 @@ impl PgLedger {
     }
 
     /// Writes calls a host answered while this ledger was away (its spool), each once however
-    /// often forwarded: their audit rows and usage units, under their own times.
+    /// often forwarded: their audit rows and usage units, under their own times, each unit
+    /// counted in its window's quota.
     pub fn forward_calls(&self, calls: &[SpooledCall], served_by: &str) -> Result<()> {
         self.run("forward spooled calls", Budget::Command, async |conn| {
             let tx = conn.transaction().await?;
@@ -247,11 +248,20 @@ impl PgLedger {
                 )
                 .await?;
                 if call.window_secs > 0 {
+                    // The unit counts in its window's quota too (the rate limit of every host),
+                    // once: only when its usage row is new. It was answered already, so it is
+                    // counted even past the quota.
                     tx.execute(
-                        "INSERT INTO usage_events (scope, key, units, window_start, window_secs,
-                                                   created_at)
-                         VALUES ($1, $2, 1, $3, $4, $5)
-                         ON CONFLICT (scope, key) DO NOTHING",
+                        "WITH counted AS (
+                             INSERT INTO usage_events (scope, key, units, window_start,
+                                                       window_secs, created_at)
+                             VALUES ($1, $2, 1, $3, $4, $5)
+                             ON CONFLICT (scope, key) DO NOTHING
+                             RETURNING scope, window_secs, window_start)
+                         INSERT INTO usage_windows AS w (scope, window_secs, window_start, used)
+                         SELECT scope, window_secs, window_start, 1 FROM counted
+                         ON CONFLICT (scope, window_secs, window_start)
+                           DO UPDATE SET used = w.used + 1",
                         &[
                             &call.scope,
                             &call.key,

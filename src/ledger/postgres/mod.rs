@@ -221,6 +221,11 @@ impl PgLedger {
         format!("{} (schema {})", self.inner.shown, self.inner.schema)
     }
 
+    /// The URL without its password.
+    pub fn shown_url(&self) -> &str {
+        &self.inner.shown
+    }
+
     pub fn schema(&self) -> &str {
         &self.inner.schema
     }
@@ -241,8 +246,9 @@ impl PgLedger {
         budget: Budget,
         mut body: impl AsyncFnMut(&mut Conn) -> std::result::Result<T, PgError>,
     ) -> Result<T> {
-        let started = Instant::now();
+        let mut started = Instant::now();
         let mut pause = Duration::from_millis(50);
+        let mut idle_forgiven = false;
         self.block_on(async {
             loop {
                 let attempt = match self.inner.pool.get().await {
@@ -267,6 +273,15 @@ impl PgLedger {
                     PgError::Pool(err) => retryable_pool(err),
                     PgError::App(_) => false,
                 };
+                // The time a frozen process sat idle inside the transaction was not spent
+                // waiting on the server: it gets its retry (once), whose fence says whether
+                // the lease is still this writer's.
+                if !idle_forgiven
+                    && matches!(&err, PgError::Db(err) if err.code().is_some_and(|code| code.code() == IDLE_ENDED))
+                {
+                    idle_forgiven = true;
+                    started = Instant::now();
+                }
                 if !retry || started.elapsed() + pause > budget.duration() {
                     return Err(self.error(what, err, retry));
                 }
@@ -329,19 +344,27 @@ fn db_message(err: &tokio_postgres::Error) -> String {
 /// Errors a retry of the whole transaction can cure.
 fn retryable_db(err: &tokio_postgres::Error) -> bool {
     match err.code() {
-        Some(code) => {
-            let code = code.code();
-            code.starts_with("08")
-                || matches!(
-                    code,
-                    "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "25006"
-                )
-        }
+        Some(code) => retryable_code(code.code()),
         // No SQLSTATE: the connection broke or could not be made (a refused TLS certificate
         // or a bad password is not cured by trying again).
         None => err.is_closed() || connection_failed(err),
     }
 }
+
+/// SQLSTATEs a retry of the whole transaction can cure. `25P03`: the server ended the
+/// transaction (and its connection) after it sat idle past `IDLE_IN_TRANSACTION`, as it does to
+/// a writer frozen mid-transaction; nothing of it committed, and the retry's fence tells a
+/// writer whose lease was taken meanwhile (`LeaseLost`) from one that still holds it.
+fn retryable_code(code: &str) -> bool {
+    code.starts_with("08")
+        || matches!(
+            code,
+            "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "25006" | IDLE_ENDED
+        )
+}
+
+/// The SQLSTATE of a transaction the server ended for sitting idle.
+const IDLE_ENDED: &str = "25P03";
 
 /// Whether an error's causes hold an I/O error of a connection that broke or could not be
 /// made (refused, reset, timed out, a socket not there yet).
@@ -422,7 +445,22 @@ pub fn redact(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_schema_name, redact};
+    use super::{check_schema_name, redact, retryable_code};
+
+    #[test]
+    fn transactions_the_server_ended_or_refused_for_now_are_retried() {
+        // Connection lost, server shutting down or starting, serialisation failure, deadlock,
+        // a standby, and a transaction the server ended after it sat idle.
+        for code in [
+            "08006", "57P01", "57P03", "40001", "40P01", "25006", "25P03",
+        ] {
+            assert!(retryable_code(code), "{code}");
+        }
+        // A constraint, a missing table, bad credentials, a missing database, bad text.
+        for code in ["23505", "42P01", "28P01", "3D000", "22021"] {
+            assert!(!retryable_code(code), "{code}");
+        }
+    }
 
     #[test]
     fn passwords_never_show() {

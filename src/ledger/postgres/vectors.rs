@@ -1,7 +1,8 @@
 //! Embeddings on the shared ledger: a writer publishes each page of vectors (fenced, at the
 //! next `vector_seq`) and each change to a model's row; mirrors copy every model row and the
 //! vectors of the pages after their own position. Vectors are insert-only and keyed by model
-//! and chunk, so a passage is embedded once whichever host runs the model.
+//! and chunk, so a passage is embedded once whichever host runs the model; only `gc` removes
+//! them, a replaced model's whole, and mirrors drop a model the shared ledger no longer lists.
 
 use crate::error::Result;
 use crate::ids::ChunkId;
@@ -44,6 +45,50 @@ impl PgLedger {
             tx.commit().await?;
             Ok(seq as u64)
         })
+    }
+
+    /// Removes the models search used before the active one (the last activated), and their
+    /// vectors, if the writer still holds the lease at `epoch`; returns how many vectors went.
+    ///
+    /// Mirrors follow at their next sync: the vector position moves on, so none of them is in
+    /// step any more, and a mirror drops every model the shared ledger no longer lists (with
+    /// its vectors) when it copies the model rows (`Ledger::apply_changes`).
+    pub fn remove_replaced_models(&self, epoch: i64) -> Result<u64> {
+        self.run(
+            "remove the vectors of replaced models",
+            Budget::Command,
+            async |conn| {
+                let tx = conn.transaction().await?;
+                let meta = fence(&tx, epoch).await?;
+                let replaced = "SELECT fingerprint FROM embedding_models
+                                 WHERE active_since IS NOT NULL
+                                   AND fingerprint <> (SELECT fingerprint FROM embedding_models
+                                                        WHERE active_since IS NOT NULL
+                                                        ORDER BY active_since DESC, first_seen DESC
+                                                        LIMIT 1)";
+                let vectors = tx
+                    .execute(
+                        &format!("DELETE FROM vectors WHERE model IN ({replaced})"),
+                        &[],
+                    )
+                    .await?;
+                let models = tx
+                    .execute(
+                        &format!("DELETE FROM embedding_models WHERE fingerprint IN ({replaced})"),
+                        &[],
+                    )
+                    .await?;
+                if vectors + models > 0 {
+                    tx.execute(
+                        "UPDATE ledger_meta SET vector_seq = $1 WHERE id = 1",
+                        &[&((meta.vector_seq + 1) as i64)],
+                    )
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(vectors)
+            },
+        )
     }
 
     /// Writes a model's row as the writer's mirror has it, if the writer still holds the lease.
