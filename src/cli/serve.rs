@@ -37,6 +37,9 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_every, requires = "reindex")]
     pub every: std::time::Duration,
 
+    #[command(flatten, next_help_heading = "Connections")]
+    pub connections: ConnectionArgs,
+
     #[command(flatten)]
     pub agent: AgentArgs,
 
@@ -62,6 +65,65 @@ pub struct HttpArgs {
     /// TOML file mapping bearer tokens to client ids: [tokens] "TOKEN" = "client-id"
     #[arg(long, value_name = "FILE", env = "GROUNDIDX_TOKENS")]
     pub tokens: Option<PathBuf>,
+}
+
+/// How many connections the server keeps open and how long each may take. The defaults suit a
+/// server on the open network; slow clients past them are closed, not waited for.
+#[derive(Debug, clap::Args)]
+pub struct ConnectionArgs {
+    /// Connections open at once (also lowered to fit the open-file limit). At most a quarter
+    /// are connections that have not completed a request with a valid token (any request
+    /// without --tokens); past that the oldest of them is closed, so slow or silent sockets
+    /// cannot keep /health or authenticated clients out
+    #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_CONNECTIONS, value_parser = parse_max_connections)]
+    pub max_connections: usize,
+
+    /// A new connection must send its request's headers within this, and a kept-alive one
+    /// each later request's headers from its first byte, or it is closed
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_timeout)]
+    pub header_timeout: std::time::Duration,
+
+    /// A kept-alive connection with no request in progress is closed after this
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_timeout)]
+    pub idle_timeout: std::time::Duration,
+
+    /// A request's body must arrive in full within this after its headers, or it gets 408
+    /// and the connection is closed
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_timeout)]
+    pub body_timeout: std::time::Duration,
+}
+
+impl ConnectionArgs {
+    fn limits(&self) -> server::ConnectionLimits {
+        server::ConnectionLimits {
+            max_connections: self.max_connections,
+            header_timeout: self.header_timeout,
+            idle_timeout: self.idle_timeout,
+            body_timeout: self.body_timeout,
+        }
+    }
+}
+
+fn parse_max_connections(text: &str) -> std::result::Result<usize, String> {
+    let n: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of connections"))?;
+    if n < server::MIN_MAX_CONNECTIONS {
+        return Err(format!(
+            "--max-connections must be at least {}: a quarter for new connections, the rest in reserve",
+            server::MIN_MAX_CONNECTIONS
+        ));
+    }
+    Ok(n)
+}
+
+fn parse_timeout(text: &str) -> std::result::Result<std::time::Duration, String> {
+    let timeout = groundidx::keys::parse_duration(text)?;
+    if timeout.is_zero() {
+        return Err("a timeout must be at least 1s".into());
+    }
+    Ok(timeout)
 }
 
 fn parse_every(text: &str) -> std::result::Result<std::time::Duration, String> {
@@ -134,6 +196,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         client_id: args.agent.client_id.clone(),
         tokens,
         allowed_origins: args.allow_origin.clone(),
+        limits: args.connections.limits(),
         reindex: (!args.reindex.is_empty()).then(|| Reindex {
             shared: shared_writing,
             roots: args.reindex.clone(),

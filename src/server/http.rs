@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -20,6 +21,8 @@ use serde_json::{Value, json};
 use crate::clock;
 use crate::keys::{Agent, CallError, CallKey, Replayed, ToolCall};
 use crate::server::Scope;
+use crate::server::batch;
+use crate::server::connections::{self, ConnectionLimits, ConnectionProof};
 use crate::server::mcp::Handler;
 use crate::server::metrics::{Metrics, Outcome};
 use crate::server::tools::{
@@ -40,6 +43,8 @@ pub struct HttpState {
     /// Host names allowed in the Host header (any port).
     pub allowed_hosts: Vec<String>,
     pub metrics: Arc<Metrics>,
+    /// How long a request's body may take to arrive (`ConnectionLimits::body_timeout`).
+    pub body_timeout: Duration,
 }
 
 /// Builds the router.
@@ -72,6 +77,8 @@ pub fn router(state: Arc<HttpState>, cancel: tokio_util::sync::CancellationToken
         .route("/problems", get(problems))
         .route("/v1/tools/{tool}", post(call_tool))
         .merge(mcp)
+        // Inside the guard: a request it refuses is answered without its body being read.
+        .layer(middleware::from_fn_with_state(state.clone(), read_body))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -89,8 +96,8 @@ fn problem_response(status: StatusCode, code: &str, detail: String) -> Response 
 
 /// A JSON POST to `/mcp` whose body is not one JSON-RPC message is a bad request (400, with a
 /// JSON-RPC parse or invalid-request error and no id), as the MCP transport says; rmcp would
-/// answer 415, as if the media type were wrong. The body is read once, within the size limit,
-/// and handed on.
+/// answer 415, as if the media type were wrong. A JSON array is a batch (`mcp_batch`). The body
+/// is read once, within the size limit, and handed on.
 async fn mcp_body(request: Request, next: Next) -> Response {
     let json = request
         .headers()
@@ -109,6 +116,11 @@ async fn mcp_body(request: Request, next: Next) -> Response {
             format!("the body is over {MAX_BODY_BYTES} bytes"),
         );
     };
+    if bytes.trim_ascii_start().first() == Some(&b'[')
+        && let Ok(Value::Array(elements)) = serde_json::from_slice::<Value>(&bytes)
+    {
+        return mcp_batch(parts, elements, next).await;
+    }
     if let Err(err) = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(&bytes) {
         let (code, message) = match err.classify() {
             serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
@@ -116,9 +128,7 @@ async fn mcp_body(request: Request, next: Next) -> Response {
             }
             _ => (
                 -32600,
-                format!(
-                    "invalid request: the body must be one JSON-RPC 2.0 message (no batches): {err}"
-                ),
+                format!("invalid request: the body must be a JSON-RPC 2.0 message: {err}"),
             ),
         };
         let body =
@@ -134,7 +144,139 @@ async fn mcp_body(request: Request, next: Next) -> Response {
         .await
 }
 
-/// Host, Origin and bearer-token checks for every route; sets the request's `Scope`.
+/// A JSON-RPC batch POSTed to `/mcp`. At protocol revision 2025-03-26 (the
+/// `MCP-Protocol-Version` header, or no header, which the transport says means 2025-03-26)
+/// each element goes through rmcp as a request of its own, in order, and the answers to its
+/// requests come back as one JSON array (202 and no body when it held none); at any other
+/// revision the batch is refused as before, with one invalid-request error.
+async fn mcp_batch(
+    parts: axum::http::request::Parts,
+    elements: Vec<Value>,
+    next: Next,
+) -> Response {
+    let json_rpc_error = |message: &str| {
+        (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            batch::error(Value::Null, -32600, message).to_string(),
+        )
+            .into_response()
+    };
+    let revision = parts
+        .headers
+        .get("mcp-protocol-version")
+        .map(|value| value.to_str().unwrap_or("?"));
+    if !batch::accepts_batches(revision.unwrap_or(batch::BATCH_REVISION)) {
+        return json_rpc_error(&batch::refused_message(revision));
+    }
+    if elements.is_empty() {
+        return json_rpc_error(batch::EMPTY_MESSAGE);
+    }
+    let mut answers = Vec::new();
+    for element in elements {
+        let message = match batch::Element::of(element) {
+            batch::Element::Message(message) => message,
+            batch::Element::Answer(answer) => {
+                answers.push(answer);
+                continue;
+            }
+            batch::Element::Nothing => continue,
+        };
+        let body = serde_json::to_vec(&message).unwrap_or_default();
+        let request = Request::from_parts(parts.clone(), Body::from(body));
+        let response = next.clone().run(request).await;
+        if response.status() == StatusCode::ACCEPTED {
+            continue;
+        }
+        let (response_parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
+        let answered = json_rpc_answers(&response_parts.headers, &bytes);
+        if answered.is_empty() {
+            // Not a JSON-RPC answer (a wrong Accept header, a forbidden Origin): a refusal of
+            // the request as a whole, the same for every element.
+            return Response::from_parts(response_parts, Body::from(bytes));
+        }
+        answers.extend(answered);
+    }
+    if answers.is_empty() {
+        return StatusCode::ACCEPTED.into_response();
+    }
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Value::Array(answers).to_string(),
+    )
+        .into_response()
+}
+
+/// The JSON-RPC answers (results and errors) in a response from rmcp: a JSON body, or the
+/// `data:` lines of an event stream.
+fn json_rpc_answers(headers: &HeaderMap, body: &[u8]) -> Vec<Value> {
+    let is_answer = |message: &Value| {
+        message.get("jsonrpc").is_some()
+            && message.get("method").is_none()
+            && (message.get("result").is_some() || message.get("error").is_some())
+    };
+    let event_stream = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|h| h.starts_with("text/event-stream"));
+    if event_stream {
+        return String::from_utf8_lossy(body)
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+            .filter(is_answer)
+            .collect();
+    }
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .filter(is_answer)
+        .into_iter()
+        .collect()
+}
+
+/// Reads a request's whole body before any handler sees it: at most `MAX_BODY_BYTES` (413),
+/// within the body timeout (408). Without the timeout a client that announces a body and never
+/// sends it holds its connection, and a slot, forever. Both refusals close the connection, as
+/// the rest of the body may still be on its way.
+async fn read_body(State(state): State<Arc<HttpState>>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let read = tokio::time::timeout(
+        state.body_timeout,
+        axum::body::to_bytes(body, MAX_BODY_BYTES),
+    )
+    .await;
+    let mut refusal = match read {
+        Ok(Ok(bytes)) => {
+            return next
+                .run(Request::from_parts(parts, Body::from(bytes)))
+                .await;
+        }
+        Ok(Err(_)) => problem_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the body is over {MAX_BODY_BYTES} bytes"),
+        ),
+        Err(_) => problem_response(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            format!(
+                "the body did not arrive within {} s",
+                state.body_timeout.as_secs_f64()
+            ),
+        ),
+    };
+    refusal
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    refusal
+}
+
+/// Host, Origin and bearer-token checks for every route; sets the request's `Scope`, and proves
+/// the request's connection (`ConnectionProof`) when it carried a valid token or none is needed.
 async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: Next) -> Response {
     let headers = request.headers();
     if let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok())
@@ -157,16 +299,23 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
     }
     let path = request.uri().path();
     let needs_auth = path.starts_with("/mcp") || path.starts_with("/v1/") || path == "/metrics";
+    let client = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
+        .and_then(|(_, token)| state.tokens.get(token.trim()));
+    // Only a request with a valid token proves its connection where tokens are required, even
+    // on `/health`: anyone may ask for that, so answering it proves nothing about the client.
+    if (state.tokens.is_empty() || client.is_some())
+        && let Some(proof) = request.extensions().get::<ConnectionProof>()
+    {
+        proof.authenticated();
+    }
     let scope = if state.tokens.is_empty() || !needs_auth {
         state.default_scope.clone()
     } else {
-        let token = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|h| h.to_str().ok())
-            .and_then(|h| h.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
-            .map(|(_, token)| token.trim());
-        match token.and_then(|t| state.tokens.get(t)) {
+        match client {
             Some(client) => Scope(client.clone()),
             None => {
                 let mut response = problem_response(
@@ -358,10 +507,17 @@ async fn call_tool(
             if let Ok(key) = HeaderValue::from_str(&answer.key) {
                 response.headers_mut().insert("idempotency-key", key);
             }
-            if answer.replayed != Replayed::No {
+            // A late answer (its key was pruned by `gc`) is fresh, not the stored one: it says
+            // `late`, as MCP's `_meta["groundidx/replayed"]` does, never `true`.
+            let replayed = match answer.replayed {
+                Replayed::No => None,
+                Replayed::Yes => Some("true"),
+                Replayed::Late => Some("late"),
+            };
+            if let Some(replayed) = replayed {
                 response
                     .headers_mut()
-                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
+                    .insert("idempotent-replayed", HeaderValue::from_static(replayed));
             }
             if answer.read_only {
                 response
@@ -401,22 +557,26 @@ async fn call_tool(
     response
 }
 
-/// Binds `listen` and serves until Ctrl-C or SIGTERM; `on_listen` gets the bound address.
+/// Binds `listen` and serves until Ctrl-C or SIGTERM, within `limits`; `on_listen` gets the
+/// bound address.
 pub async fn serve(
     state: Arc<HttpState>,
     listen: SocketAddr,
+    limits: ConnectionLimits,
     on_listen: impl FnOnce(SocketAddr),
 ) -> std::io::Result<()> {
+    let limits = connections::fitted_to_open_files(limits);
     let cancel = tokio_util::sync::CancellationToken::new();
     let listener = tokio::net::TcpListener::bind(listen).await?;
     on_listen(listener.local_addr()?);
     let app = router(state, cancel.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            crate::server::shutdown_signal().await;
-            cancel.cancel();
-        })
-        .await
+    let shutdown = cancel.clone();
+    tokio::spawn(async move {
+        crate::server::shutdown_signal().await;
+        shutdown.cancel();
+    });
+    connections::serve(listener, app, limits, cancel).await;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 //! writes only through `keys`, and reloads the index in the background so a running server
 //! picks up each new generation within a fraction of a second.
 
+mod batch;
+mod connections;
 mod http;
 mod mcp;
 mod metrics;
@@ -24,6 +26,7 @@ use crate::keys::{Agent, AgentConfig};
 use crate::ledger::postgres::PgLedger;
 use crate::store::{LockWait, OtherLedger, Store, StoreConfig, hostname, sync_replica};
 
+pub use connections::{ConnectionLimits, DEFAULT_MAX_CONNECTIONS, MIN_MAX_CONNECTIONS};
 pub use http::MAX_BODY_BYTES;
 
 /// The caller identity keys and quotas belong to.
@@ -145,6 +148,8 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     /// The shared ledger, when the store is a replica of one.
     pub shared: Option<SharedServing>,
+    /// How many connections, and how long each may take to send a request.
+    pub limits: ConnectionLimits,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -344,6 +349,7 @@ pub fn serve_http(
         allowed_origins,
         allowed_hosts,
         metrics: Arc::new(metrics::Metrics::default()),
+        body_timeout: config.limits.body_timeout,
     });
     runtime()?.block_on(async move {
         if let Some(shared) = &config.shared {
@@ -353,7 +359,7 @@ pub fn serve_http(
         if let Some(reindex) = &config.reindex {
             spawn_reindexer(store_dir.to_path_buf(), reindex.clone(), on_reindex);
         }
-        http::serve(state, config.listen, on_listen)
+        http::serve(state, config.listen, config.limits, on_listen)
             .await
             .map_err(|err| Error::io(format!("serve http on {}", config.listen), err))
     })

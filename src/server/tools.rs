@@ -307,6 +307,11 @@ pub const PROBLEM_TYPES: &[(&str, &str, &str)] = &[
         "A request body is at most 1 MiB.",
     ),
     (
+        "body_timeout",
+        "Body not received in time",
+        "The request body did not arrive in full within the server's --body-timeout (30 s by default), counted from the end of the headers. The connection is closed and nothing was run: send the request again, body and all.",
+    ),
+    (
         "host_not_allowed",
         "Host not allowed",
         "On a loopback address only localhost, 127.0.0.1 and ::1 are served (a defence against DNS rebinding).",

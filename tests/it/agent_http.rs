@@ -46,7 +46,7 @@ pub enum Launch {
 }
 
 impl Launch {
-    fn server(self) -> Server {
+    pub fn server(self) -> Server {
         match self {
             Launch::Listening(server) => server,
             Launch::Exited(code, stderr) => {
@@ -80,8 +80,14 @@ fn launch_with_env(env: &Env, args: &[&str], envs: &[(&str, &str)]) -> Launch {
     for (name, value) in envs {
         command.env(name, value);
     }
+    command.args(args);
+    launch_command(command, args)
+}
+
+/// Runs a `serve` command (built by `Env::command`, or a wrapper that execs it) and waits for
+/// its `listening on URL` line on stderr, or for its exit; `args` name it in messages.
+pub fn launch_command(mut command: std::process::Command, args: &[&str]) -> Launch {
     command
-        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -216,6 +222,11 @@ impl std::fmt::Display for Reply {
 }
 
 impl Server {
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn stderr(&self) -> String {
         self.stderr.lock().expect("stderr").clone()
     }
@@ -375,7 +386,7 @@ fn raw_post(
     (status, text)
 }
 
-fn tokens_file(env: &Env, tokens: &[(&str, &str)]) -> PathBuf {
+pub fn tokens_file(env: &Env, tokens: &[(&str, &str)]) -> PathBuf {
     let path = env.tmp.path().join("tokens.toml");
     let mut text = String::from("[tokens]\n");
     for (token, client) in tokens {
@@ -733,6 +744,44 @@ fn r7_replay_after_revocation_is_refused_without_the_stored_answer() {
         }
     }
     assert_eq!(counts(&env.store), executed(1));
+}
+
+#[test]
+fn r8_http_late_retry_after_gc_says_late_not_replayed() {
+    let env = sample_store();
+    // Eight days on is past the default 7-day key TTL, so `gc` prunes the key record.
+    const T0: &str = "1800000000000";
+    const LATER: &str = "1800700000000";
+    let body = signing().to_string();
+    let first = {
+        let server = serve_with_env(&env, &[], &[("GROUNDIDX_FAKE_NOW_MS", T0)]);
+        server.search(Some("r8"), &body)
+    };
+    assert_eq!(first.status, 200, "{first}");
+    assert_eq!(first.header("Idempotent-Replayed"), None, "{first}");
+    let gc = env
+        .command(&["gc", "--json"])
+        .env("GROUNDIDX_FAKE_NOW_MS", LATER)
+        .output()
+        .expect("gc");
+    crate::support::assert_success(&gc, &["gc"]);
+    assert_eq!(key_row(&env.store, SCOPE, "r8"), None, "gc pruned the key");
+
+    let server = serve_with_env(&env, &[], &[("GROUNDIDX_FAKE_NOW_MS", LATER)]);
+    let late = server.search(Some("r8"), &body);
+    assert_eq!(late.status, 200, "{late}");
+    // A fresh answer (the stored one is gone) must not claim to be the first one replayed.
+    assert_eq!(late.header("Idempotent-Replayed"), Some("late"), "{late}");
+    assert_eq!(late.header("Idempotency-Key"), Some("r8"), "{late}");
+    assert!(!chunk_ids(&late.json()).is_empty(), "{late}");
+    // Over MCP on the same server the same retry says "late" too.
+    let over_mcp = server.mcp_call(&[], "search_docs", signing(), key("r8"));
+    assert_eq!(
+        over_mcp["_meta"]["groundidx/replayed"], "late",
+        "{over_mcp}"
+    );
+    assert_eq!(rows(&env.store, "audit_events", SCOPE, "r8"), 1);
+    assert_eq!(rows(&env.store, "usage_events", SCOPE, "r8"), 1);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -331,20 +331,42 @@ impl RawMcp {
     }
 
     pub fn initialize(&mut self) {
+        self.initialize_at("2025-11-25");
+    }
+
+    /// Initializes the session at this protocol revision, which the server must agree to.
+    pub fn initialize_at(&mut self, revision: &str) {
         let (response, _) = self.request(
             0,
             "initialize",
             json!({
-                "protocolVersion": "2025-11-25",
+                "protocolVersion": revision,
                 "capabilities": {},
                 "clientInfo": {"name": "groundidx-it", "version": "0"}
             }),
         );
-        assert!(
-            response["result"]["protocolVersion"].is_string(),
+        assert_eq!(
+            response["result"]["protocolVersion"], revision,
             "{response}"
         );
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    /// The next line the server writes, as JSON (a message, or an array of them).
+    pub fn next_message(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|err| {
+                panic!(
+                    "no line from the server ({err:?}); stdout so far: {:?}; stderr: {}",
+                    self.seen,
+                    read_lossy(&self.stderr)
+                )
+            });
+        self.seen.push(line.clone());
+        serde_json::from_str(&line)
+            .unwrap_or_else(|err| panic!("a stdout line is not JSON ({err}): {line:?}"))
     }
 
     /// Closes stdin, waits for the server to exit and returns every stdout line it wrote.

@@ -65,6 +65,9 @@
 //! - `agent_semantic`: `search_docs` by meaning over MCP and HTTP: `mode`, coverage, the model
 //!   loaded once, replays that embed nothing, pages that keep their mode, refusals.
 //! - `agent_run_keys`: every `runId`/`step` pair is a key of its own, never a direct key.
+//! - `slow_clients`: slow, silent and body-less sockets are closed within their timeouts, and
+//!   a flood of them leaves `/health` and authenticated clients served (loopback, bounded).
+//! - `batches`: JSON-RPC batches over stdio and HTTP at protocol 2025-03-26, refused after.
 //! - `abuse`: hostile bytes, bodies and arguments on the agent path get clear errors, write
 //!   nothing, never leak a file from outside the ingested folders, and the server keeps serving.
 //! - `faults`: a full disk (the first embedding's too), an unwritable or read-only store and a
@@ -99,6 +102,7 @@ mod agent_metrics;
 mod agent_run_keys;
 mod agent_semantic;
 mod ann;
+mod batches;
 mod cli;
 mod clients;
 mod config;
@@ -135,6 +139,7 @@ mod semantic;
 mod serve_signals;
 mod shared_ledger;
 mod signals;
+mod slow_clients;
 mod stat_cache;
 mod support_pg;
 mod tidy;
