@@ -393,6 +393,13 @@ impl Ledger {
             .map_err(sql_error("read documents"))
     }
 
+    /// Whether the ledger has this document with chunks an older groundidx made (chunk ID
+    /// version 1, of the normalised text) or whose stored text does not hash to its ID: its
+    /// file is chunked again, and the document's chunks replaced (`BatchWriter::upsert`).
+    pub fn chunks_outdated(&self, doc_hash: &DocHash) -> Result<bool> {
+        chunks_outdated(&self.conn, doc_hash)
+    }
+
     /// What the documents that hold chunk `id` are called now (empty when none holds it).
     pub fn chunk_documents(&self, id: &ChunkId) -> Result<ChunkDocuments> {
         chunk_documents(&self.conn, id)
@@ -924,7 +931,11 @@ impl BatchWriter<'_> {
             };
             self.insert_document(&upsert.doc_hash, document)?;
         } else if let Some(document) = &upsert.document {
-            self.fill_fields(&upsert.doc_hash, document)?;
+            if chunks_outdated(self.tx, &upsert.doc_hash)? {
+                self.rechunk(&upsert.doc_hash, document)?;
+            } else {
+                self.fill_fields(&upsert.doc_hash, document)?;
+            }
         }
         let mut stmt = self
             .tx
@@ -1025,6 +1036,54 @@ impl BatchWriter<'_> {
         Ok(())
     }
 
+    /// Replaces the chunks of a document the ledger has, made by an older groundidx, by those
+    /// its file gives now (the same document: its bytes are what its hash names). The new
+    /// chunks are written first, then every old chunk no document references any more is
+    /// removed, so a chunk both lists hold stays in the index.
+    fn rechunk(&mut self, doc_hash: &DocHash, document: &NewDocument) -> Result<()> {
+        let context = || format!("chunk document {doc_hash} again");
+        let old_ids: Vec<ChunkId> = self
+            .tx
+            .prepare_cached("SELECT DISTINCT chunk_id FROM doc_chunks WHERE doc_hash = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_map([doc_hash.as_bytes()], |row| chunk_id_column(row, 0))
+                    .and_then(|rows| rows.collect())
+            })
+            .map_err(sql_error(context()))?;
+        for sql in [
+            "DELETE FROM doc_chunks WHERE doc_hash = ?1",
+            "DELETE FROM doc_tags WHERE doc_hash = ?1",
+            "DELETE FROM documents WHERE doc_hash = ?1",
+        ] {
+            self.tx
+                .prepare_cached(sql)
+                .and_then(|mut stmt| stmt.execute([doc_hash.as_bytes()]))
+                .map_err(sql_error(context()))?;
+        }
+        self.insert_document(doc_hash, document)?;
+        self.drop_unreferenced(&old_ids, &context)
+    }
+
+    /// Removes (and logs) every chunk of `ids` that no document references.
+    fn drop_unreferenced(&mut self, ids: &[ChunkId], context: &dyn Fn() -> String) -> Result<()> {
+        for chunk_id in ids {
+            let referenced = self
+                .tx
+                .prepare_cached("SELECT 1 FROM doc_chunks WHERE chunk_id = ?1")
+                .and_then(|mut stmt| stmt.exists([chunk_id.as_bytes()]))
+                .map_err(sql_error(context()))?;
+            if !referenced {
+                self.tx
+                    .prepare_cached("DELETE FROM chunks WHERE chunk_id = ?1")
+                    .and_then(|mut stmt| stmt.execute([chunk_id.as_bytes()]))
+                    .map_err(sql_error(context()))?;
+                self.log("remove", chunk_id)?;
+                self.outcome.chunks_removed += 1;
+            }
+        }
+        Ok(())
+    }
+
     fn insert_document(&mut self, doc_hash: &DocHash, document: &NewDocument) -> Result<()> {
         let context = || format!("write document {doc_hash}");
         self.tx
@@ -1117,22 +1176,7 @@ impl BatchWriter<'_> {
                 .and_then(|mut stmt| stmt.execute([doc_hash.as_bytes()]))
                 .map_err(sql_error(context()))?;
         }
-        for chunk_id in chunk_ids {
-            let referenced = self
-                .tx
-                .prepare_cached("SELECT 1 FROM doc_chunks WHERE chunk_id = ?1")
-                .and_then(|mut stmt| stmt.exists([chunk_id.as_bytes()]))
-                .map_err(sql_error(context()))?;
-            if !referenced {
-                self.tx
-                    .prepare_cached("DELETE FROM chunks WHERE chunk_id = ?1")
-                    .and_then(|mut stmt| stmt.execute([chunk_id.as_bytes()]))
-                    .map_err(sql_error(context()))?;
-                self.log("remove", &chunk_id)?;
-                self.outcome.chunks_removed += 1;
-            }
-        }
-        Ok(())
+        self.drop_unreferenced(&chunk_ids, &context)
     }
 
     fn log(&mut self, op: &str, chunk_id: &ChunkId) -> Result<()> {
@@ -1226,6 +1270,34 @@ fn bad_blob(index: usize) -> rusqlite::Error {
         rusqlite::types::Type::Blob,
         "a hash column does not hold 32 bytes".into(),
     )
+}
+
+/// Whether a document's chunks were made by an older groundidx (or altered since): its first
+/// chunk's ID is not `ids::chunk_id` of the chunk's stored heading path and text. A document's
+/// chunks are written together, by one recipe, so the first tells for all; a document without
+/// chunks (or not in the ledger) has none to make again.
+fn chunks_outdated(conn: &Connection, doc_hash: &DocHash) -> Result<bool> {
+    let first = conn
+        .prepare_cached(
+            "SELECT c.chunk_id, c.heading, c.text FROM doc_chunks dc
+             JOIN chunks c ON c.chunk_id = dc.chunk_id
+             WHERE dc.doc_hash = ?1 ORDER BY dc.ordinal LIMIT 1",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row([doc_hash.as_bytes()], |row| {
+                Ok((
+                    chunk_id_column(row, 0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                ))
+            })
+            .optional()
+        })
+        .map_err(sql_error(format!("read the chunks of document {doc_hash}")))?;
+    Ok(first.is_some_and(|(id, heading, text)| {
+        crate::ids::check_chunk_id(&id, &decode_heading(&heading), &text)
+            != crate::ids::ChunkIdCheck::Current
+    }))
 }
 
 /// What the documents holding chunk `id` are called; `None` when no document holds it.

@@ -236,7 +236,7 @@ fn assert_consistent(env: &Env) -> &'static str {
 
 /// After the fault is gone: the next run completes, verify passes, the store equals a clean
 /// ingest, and a re-run writes nothing.
-fn assert_heals(env: &Env, extra: &[&str], clean: &BTreeMap<String, Vec<String>>) {
+fn assert_heals(env: &Env, extra: &[&str], clean: &BTreeMap<String, crate::support::Exported>) {
     let output = env.run(&ingest_args(env, extra));
     assert_eq!(
         output.status.code(),
@@ -456,7 +456,7 @@ fn as_user(env: &Env, args: &[&str]) -> Output {
 }
 
 /// `export` as the unprivileged user: chunk ID to sorted paths.
-fn user_export(env: &Env) -> BTreeMap<String, Vec<String>> {
+fn user_export(env: &Env) -> BTreeMap<String, crate::support::Exported> {
     let output = as_user(env, &["export"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     crate::support::parse_export(&text(&output.stdout))
