@@ -123,7 +123,7 @@ pub fn chunk_id_v1(heading_path: &[String], text: &str) -> [u8; 32] {
     *hasher.finalize().as_bytes()
 }
 
-/// Rewrites a store's ledger as an older groundidx (ledger schema 5, chunk IDs version 1) left
+/// Rewrites a store's ledger as an older groundidx (ledger schema 6, chunk IDs version 1) left
 /// it, with the first whitespace variant it saw stored: every chunk is renamed by its version 1
 /// ID, and the chunk that holds `fresh` holds `stale` instead.
 fn make_it_older(env: &Env, fresh: &str, stale: &str) {
@@ -159,7 +159,7 @@ pub fn make_ledger_older(path: &std::path::Path, fresh: &str, stale: &str) {
     }
     ledger
         .execute(
-            "UPDATE meta SET value = 5 WHERE name = 'schema_version'",
+            "UPDATE meta SET value = 6 WHERE name = 'schema_version'",
             [],
         )
         .expect("set the schema version");
