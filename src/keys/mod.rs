@@ -541,13 +541,14 @@ impl Agent {
         }
         let held = held_model.map(|model| model.fingerprint());
         let choice = self.read_ledger(|ledger| {
-            crate::search::choose_query_model(ledger, self.configured_model.as_ref())
+            let choice = crate::search::choose_query_model(ledger, self.configured_model.as_ref())?;
+            Ok((choice, crate::store::recorded_models(ledger)?))
         });
         let short = |fingerprint: crate::embed::Fingerprint| fingerprint.to_hex()[..12].to_string();
         match choice {
-            Ok(choice) => match choice.chosen {
+            Ok((choice, recorded)) => match choice.chosen {
                 Some((_, fingerprint)) if Some(fingerprint) == held => {}
-                Some((config, fingerprint)) => match crate::embed::load(&config) {
+                Some((config, fingerprint)) => match crate::embed::load(&config, &recorded) {
                     Ok(model) => {
                         tracing::info!(model = %short(fingerprint), "the store's active model changed; queries are embedded with it now");
                         self.set_query_model(Some(model));
