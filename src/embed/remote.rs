@@ -45,8 +45,9 @@ pub const PROBE_FRESH_FOR: Duration = Duration::from_secs(60);
 /// dimensions is a distance of 0.02 to 0.06 and a cosine of 0.9998 to 0.998 at worst (the
 /// distance squared over two: 0.0002 to 0.0018, so 0.999 holds up to about 1e-3 per number in
 /// 1000 dimensions and a bit less beyond). Another model is far below it: a retrained or
-/// re-quantised model answers the same text at a cosine well under 0.99, and a model of
-/// another size is never compared (its dimensions differ).
+/// fine-tuned model answers the same text at a cosine well under 0.99, and a model of another
+/// size is never compared (its dimensions differ). The same weights served at another precision
+/// may stay above it, and are then the same model: their vectors are that close to the old.
 pub const SAME_MODEL_COSINE: f64 = 0.999;
 /// The rounding step of the probe's vector in a new model's fingerprint. The fingerprint only
 /// needs to be a name nobody else has: whether two answers are one model is the cosine's to
