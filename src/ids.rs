@@ -3,6 +3,12 @@
 //! This is the only module that calls blake3. Every hash input starts with a version tag, so a
 //! future change of normalisation or chunking shows up as a visible migration (new IDs), never as
 //! a silent re-index under the old names. It does not decide what a chunk is; `chunk` does.
+//!
+//! A chunk ID names the chunk's exact text (and its normalised heading path), so an ID
+//! determines the bytes every reader is served: two passages that differ only in white space
+//! are two chunks, and a whitespace edit (an indentation fix in a code block) is a changed
+//! chunk. Version 1 hashed the normalised text, so the first whitespace variant ever stored
+//! was served for every other; `chunk_id_v1` is kept only to recognise such chunks.
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,7 +16,9 @@ use std::str::FromStr;
 use unicode_normalization::UnicodeNormalization;
 
 /// Version tag mixed into every chunk ID.
-pub const CHUNK_ID_VERSION: &str = "groundidx-chunk-v1";
+pub const CHUNK_ID_VERSION: &str = "groundidx-chunk-v2";
+/// Version tag of the chunk IDs of an older groundidx, which hashed the normalised text.
+const CHUNK_ID_VERSION_1: &str = "groundidx-chunk-v1";
 /// Version tag mixed into every idempotency fingerprint.
 pub const FINGERPRINT_VERSION: &str = "groundidx-idem-v1";
 /// Version tag mixed into every page cursor's MAC.
@@ -85,7 +93,7 @@ hash_newtype!(
     DocHash
 );
 hash_newtype!(
-    /// blake3 of the version tag, the heading path and the normalised chunk text.
+    /// blake3 of the version tag, the normalised heading path and the exact chunk text.
     ChunkId
 );
 
@@ -130,9 +138,10 @@ pub fn is_space(c: char) -> bool {
     c.is_whitespace() || c.is_control()
 }
 
-/// Normalises text for identity: Unicode NFC, trimmed, every run of white space (and control
-/// characters, see `is_space`) folded to one space. A whitespace-only edit therefore leaves
-/// every chunk ID as it was.
+/// Normalises text for comparison: Unicode NFC, trimmed, every run of white space (and control
+/// characters, see `is_space`) folded to one space. Heading paths are named by it (a heading is
+/// a path, not a passage), and search folds hits with the same normalised text (`text_key`);
+/// a chunk's own text is hashed exactly (`chunk_id`).
 pub fn normalise(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     if text.is_ascii() {
@@ -177,21 +186,63 @@ fn fold_space(chars: impl Iterator<Item = char>, out: &mut String) {
     }
 }
 
-/// The chunk ID of a passage: its heading path and its text, both normalised.
+/// The chunk ID of a passage: `blake3("groundidx-chunk-v2" ‖ 0 ‖ each heading normalised ‖ 0x1f
+/// … ‖ 0 ‖ text)`, with `text` exactly as the chunker cut it from the file.
 ///
-/// Each heading is normalised on its own and the parts are separated by bytes that normalised
-/// text cannot contain, so `["a b"]` and `["a", "b"]` never collide.
+/// The text is not normalised: an ID then determines the bytes stored under it, so inserting a
+/// chunk whose ID is already there (`ON CONFLICT DO NOTHING`) can never keep another variant of
+/// the passage. Each heading is normalised on its own and the parts are separated by bytes
+/// that normalised text cannot contain, so `["a b"]` and `["a", "b"]` never collide, and the
+/// first 0 after the tag ends the headings whatever the text holds.
 pub fn chunk_id(heading_path: &[String], text: &str) -> ChunkId {
+    let mut hasher = heading_hasher(CHUNK_ID_VERSION, heading_path);
+    hasher.update(text.as_bytes());
+    ChunkId(*hasher.finalize().as_bytes())
+}
+
+/// The ID an older groundidx (chunk ID version 1) gave a passage: its text normalised. Only to
+/// recognise chunks of a store made before version 2 (`check_chunk_id`).
+fn chunk_id_v1(heading_path: &[String], text: &str) -> ChunkId {
+    let mut hasher = heading_hasher(CHUNK_ID_VERSION_1, heading_path);
+    hasher.update(normalise(text).as_bytes());
+    ChunkId(*hasher.finalize().as_bytes())
+}
+
+/// A hasher fed the version tag and the heading path, the part both versions share.
+fn heading_hasher(version: &str, heading_path: &[String]) -> blake3::Hasher {
     let mut hasher = blake3::Hasher::new();
-    hasher.update(CHUNK_ID_VERSION.as_bytes());
+    hasher.update(version.as_bytes());
     hasher.update(&[0]);
     for heading in heading_path {
         hasher.update(normalise(heading).as_bytes());
         hasher.update(&[0x1f]);
     }
     hasher.update(&[0]);
-    hasher.update(normalise(text).as_bytes());
-    ChunkId(*hasher.finalize().as_bytes())
+    hasher
+}
+
+/// What a stored chunk's ID says of its heading path and text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkIdCheck {
+    /// The ID is `chunk_id` of the heading path and text.
+    Current,
+    /// The ID is an older groundidx's (version 1), of the normalised text: the stored text may
+    /// be another whitespace variant of what the files hold. Reading the files again (the next
+    /// ingest of their folders) chunks them anew.
+    Outdated,
+    /// The ID names neither: the stored text or heading path is not what was hashed.
+    Mismatch,
+}
+
+/// Recomputes a stored chunk's ID from its heading path and text.
+pub fn check_chunk_id(id: &ChunkId, heading_path: &[String], text: &str) -> ChunkIdCheck {
+    if chunk_id(heading_path, text) == *id {
+        ChunkIdCheck::Current
+    } else if chunk_id_v1(heading_path, text) == *id {
+        ChunkIdCheck::Outdated
+    } else {
+        ChunkIdCheck::Mismatch
+    }
 }
 
 /// A 64-bit key of a passage's normalised text alone, used by search to drop a second hit with
@@ -286,7 +337,7 @@ pub(crate) fn ascii_pairs() -> impl Iterator<Item = String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{ChunkId, ascii_pairs, chunk_id, normalise};
+    use super::{ChunkId, ChunkIdCheck, ascii_pairs, check_chunk_id, chunk_id, normalise};
 
     fn check(input: &str, expect: &str) {
         assert_eq!(normalise(input), expect, "normalise({input:?})");
@@ -312,11 +363,54 @@ mod tests {
     }
 
     #[test]
-    fn whitespace_edits_keep_the_id() {
+    fn whitespace_edits_change_the_id_of_the_text_but_not_of_the_headings() {
         let heading = vec!["Guide".to_string(), "Install".to_string()];
+        // Indentation is meaning in code: two variants are two chunks.
+        assert_ne!(
+            chunk_id(&heading, "def f():\n    return 1"),
+            chunk_id(&heading, "def f():\n  return 1")
+        );
+        assert_ne!(chunk_id(&heading, "run  it"), chunk_id(&heading, "run it"));
+        // A heading is a path: its white space is folded.
+        let spaced = vec!["Guide".to_string(), "  Install ".to_string()];
+        assert_eq!(chunk_id(&heading, "run it"), chunk_id(&spaced, "run it"));
+    }
+
+    #[test]
+    fn check_chunk_id_tells_current_outdated_and_altered_chunks_apart() {
+        let heading = vec!["Guide".to_string()];
+        let text = "def f():\n    return 1";
+        let id = chunk_id(&heading, text);
+        assert_eq!(check_chunk_id(&id, &heading, text), ChunkIdCheck::Current);
         assert_eq!(
-            chunk_id(&heading, "run  it\nnow"),
-            chunk_id(&heading, "run it now ")
+            check_chunk_id(&id, &heading, "def f():\n  return 1"),
+            ChunkIdCheck::Mismatch
+        );
+        assert_eq!(
+            check_chunk_id(&id, &["Other".to_string()], text),
+            ChunkIdCheck::Mismatch
+        );
+        // Version 1 hashed the normalised text, so every whitespace variant matched its ID.
+        let v1 = super::chunk_id_v1(&heading, text);
+        assert_eq!(check_chunk_id(&v1, &heading, text), ChunkIdCheck::Outdated);
+        assert_eq!(
+            check_chunk_id(&v1, &heading, "def f(): return 1"),
+            ChunkIdCheck::Outdated
+        );
+    }
+
+    /// The version 1 recipe must stay what older stores hold: one ID of the fixture store
+    /// (`tests/fixtures/store-v1`), written by groundidx before version 2.
+    #[test]
+    fn chunk_id_v1_is_the_recipe_of_older_stores() {
+        let heading = vec!["Fixture".to_string(), "Fixture store".to_string()];
+        let id = super::chunk_id_v1(
+            &heading,
+            "A store written by groundidx for the schema upgrade test.",
+        );
+        assert_eq!(
+            id.to_hex(),
+            "9415425bab9c7ddff1b4b0f08f4b6be2a96b8785e2850bb1587db6fbe8bdece3"
         );
     }
 

@@ -1,15 +1,21 @@
-//! Verify: does the index hold exactly the ledger's chunks, each once?
+//! Verify: does the index hold exactly the ledger's chunks, each once, and does each chunk's
+//! text still hash to its ID?
 //!
 //! It compares the two sets of chunk IDs and reports every difference. When the index is behind
 //! the ledger it also says whether a replay of the logged generations would explain (and heal)
-//! every difference, so a lag is not mistaken for corruption. It writes nothing.
+//! every difference, so a lag is not mistaken for corruption. It recomputes every ledger
+//! chunk's ID from its stored heading path and text (`ids::check_chunk_id`): the ID names the
+//! exact text, so a chunk whose text was altered, or one made by an older groundidx (whose text
+//! may be another whitespace variant of what the files hold), is reported. The index stores no
+//! text (hits are read from the ledger), so this covers every byte served. It reads no document
+//! file and writes nothing.
 
 use std::collections::HashSet;
 
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::ids::{ChunkId, Generation};
+use crate::ids::{self, ChunkId, ChunkIdCheck, Generation};
 use crate::store::StoreReader;
 
 /// What `verify` compared and found: the `verify --json` contract.
@@ -25,11 +31,19 @@ pub struct VerifyReport {
     pub extra_in_index: Vec<String>,
     /// In the index more than once.
     pub duplicated_in_index: Vec<String>,
+    /// Ledger chunks whose stored heading path and text do not hash to their ID: what would be
+    /// served is not the passage the ID names.
+    pub altered_in_ledger: Vec<String>,
+    /// Ledger chunks an older groundidx made (IDs of whitespace-folded text, so the text served
+    /// may be another whitespace variant than the files hold): the next ingest of their folders
+    /// chunks their documents again.
+    pub outdated_in_ledger: u64,
     /// The index or the vector index is behind and every difference is one the next writer
     /// heals (a replay of the log, the vector index made again).
     pub lag_only: bool,
-    /// Ledger and index hold exactly the same chunk IDs, each once (and the vector index, when
-    /// the store has one, holds exactly the ledger's vectors of the active model).
+    /// Ledger and index hold exactly the same chunk IDs, each once, every chunk's text hashes to
+    /// its ID (and the vector index, when the store has one, holds exactly the ledger's vectors
+    /// of the active model).
     pub identical: bool,
     /// The vector index against the ledger's vectors; absent when no model is active.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -133,6 +147,28 @@ struct LedgerSnapshot {
     ids: Vec<String>,
     log_floor: Generation,
     logged_since_index: HashSet<String>,
+    altered: Vec<String>,
+    outdated: u64,
+}
+
+/// Every chunk's ID recomputed from its stored heading path and text (in the caller's read
+/// transaction, with its chunk IDs): the sorted hex IDs, the altered ones and how many are
+/// outdated.
+fn recompute_ids(ledger: &crate::ledger::Ledger) -> Result<(Vec<String>, Vec<String>, u64)> {
+    let mut ids = Vec::new();
+    let mut altered = Vec::new();
+    let mut outdated = 0;
+    ledger.for_each_chunk(|chunk| {
+        let hex = chunk.id.to_hex();
+        match ids::check_chunk_id(&chunk.id, &chunk.heading_path, &chunk.text) {
+            ChunkIdCheck::Current => {}
+            ChunkIdCheck::Outdated => outdated += 1,
+            ChunkIdCheck::Mismatch => altered.push(hex.clone()),
+        }
+        ids.push(hex);
+        Ok(())
+    })?;
+    Ok((ids, altered, outdated))
 }
 
 /// Compares ledger and index.
@@ -153,9 +189,12 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
         let snapshot = reader.index().snapshot();
         let (index_generation, index_ids) = (snapshot.generation(), snapshot.chunk_ids()?);
         let ledger = reader.ledger()?.read_snapshot(|ledger| {
+            let (ids, altered, outdated) = recompute_ids(ledger)?;
             Ok(LedgerSnapshot {
                 generation: ledger.generation()?,
-                ids: ledger.chunk_ids()?.iter().map(ChunkId::to_hex).collect(),
+                ids,
+                altered,
+                outdated,
                 log_floor: ledger.log_floor()?,
                 logged_since_index: ledger
                     .changed_since(index_generation)?
@@ -191,6 +230,7 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
         .collect();
     extra.dedup();
 
+    let text_matches_ids = ledger.altered.is_empty() && ledger.outdated == 0;
     let index_identical = missing.is_empty() && extra.is_empty() && duplicated.is_empty();
     let index_lags = !index_identical
         && index_generation < ledger_generation
@@ -203,9 +243,12 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
     let vectors = verify_vectors(reader)?;
     let vectors_identical = vectors.as_ref().is_none_or(|v| v.identical);
     let vectors_lag = vectors.as_ref().is_some_and(|v| v.lag_only);
-    let identical = index_identical && vectors_identical;
-    let lag_only =
-        !identical && (index_identical || index_lags) && (vectors_identical || vectors_lag);
+    let identical = index_identical && vectors_identical && text_matches_ids;
+    // A chunk whose text does not hash to its ID is no lag: no writer's replay changes it.
+    let lag_only = !identical
+        && text_matches_ids
+        && (index_identical || index_lags)
+        && (vectors_identical || vectors_lag);
     Ok(VerifyReport {
         vectors,
         ledger_generation: ledger_generation.0,
@@ -215,6 +258,8 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
         missing_from_index: missing,
         extra_in_index: extra,
         duplicated_in_index: duplicated,
+        altered_in_ledger: ledger.altered,
+        outdated_in_ledger: ledger.outdated,
         lag_only,
         identical,
     })

@@ -247,16 +247,32 @@ fn check_plain_text_coverage(text: &str, doc: &ChunkedDocument) {
 }
 
 /// A white-space edit that keeps every line (more spaces between words, spaces at line ends)
-/// changes no chunk ID of a plain-text document.
+/// moves no boundary of a plain-text document: the same chunks, over the same lines, with the
+/// same normalised text; and each chunk's ID changes exactly when its bytes do.
 fn check_plain_text_whitespace_edit(text: &str, doc: &ChunkedDocument, config: &ChunkConfig) {
     let edited = text.replace(' ', "  ").replace('\n', " \n");
-    let ids_of =
-        |doc: &ChunkedDocument| -> Vec<ChunkId> { doc.chunks.iter().map(|c| c.id).collect() };
+    let after = chunk_document(DocKind::PlainText, &edited, config);
     assert_eq!(
-        ids_of(doc),
-        ids_of(&chunk_document(DocKind::PlainText, &edited, config)),
-        "a white-space edit changed plain-text chunk IDs"
+        doc.chunks.len(),
+        after.chunks.len(),
+        "a white-space edit changed the number of plain-text chunks"
     );
+    for (before, after) in doc.chunks.iter().zip(&after.chunks) {
+        assert_eq!(
+            before.lines, after.lines,
+            "a white-space edit moved a boundary"
+        );
+        assert_eq!(
+            ids::normalise(&before.text),
+            ids::normalise(&after.text),
+            "a white-space edit moved a boundary"
+        );
+        assert_eq!(
+            before.text == after.text,
+            before.id == after.id,
+            "a chunk ID does not follow its bytes"
+        );
+    }
 }
 
 /// Markdown made of words, spaces, line breaks, list items, quotes and `##` headings: a
@@ -358,15 +374,28 @@ impl TameMarkdown {
                 "an edit of the last section changed the IDs before it"
             );
         }
-        // Spaces at line ends change no block and no ID.
+        // Spaces at line ends change no block and move no boundary; an ID changes exactly
+        // when its chunk's bytes do.
         let edited = self.text.replace('\n', "  \n");
         let after = chunk_document(DocKind::Markdown, &edited, config);
-        let ids = |doc: &ChunkedDocument| doc.chunks.iter().map(|c| c.id).collect::<Vec<_>>();
+        let shape = |doc: &ChunkedDocument| -> Vec<((u32, u32), String)> {
+            doc.chunks
+                .iter()
+                .map(|c| (c.lines, ids::normalise(&c.text)))
+                .collect()
+        };
         assert_eq!(
-            ids(&doc),
-            ids(&after),
-            "spaces at line ends changed Markdown chunk IDs"
+            shape(&doc),
+            shape(&after),
+            "spaces at line ends moved a Markdown chunk boundary"
         );
+        for (before, after) in doc.chunks.iter().zip(&after.chunks) {
+            assert_eq!(
+                before.text == after.text,
+                before.id == after.id,
+                "a chunk ID does not follow its bytes"
+            );
+        }
     }
 }
 
@@ -404,16 +433,23 @@ pub fn normalise(data: &[u8]) {
         "normalised text contains a separator byte of chunk_id: {normal:?}"
     );
 
-    // IDs depend on the normalised text only.
+    // The text key depends on the normalised text only; a chunk ID on the normalised heading
+    // path and the exact passage, so two whitespace variants of a passage are two chunks.
     assert_eq!(ids::text_key(&text), ids::text_key(&normal));
     let lines: Vec<&str> = text.split('\n').collect();
     let (passage, path) = lines.split_last().expect("split gives one part at least");
     let path: Vec<String> = path.iter().map(|s| s.to_string()).collect();
     let normal_path: Vec<String> = path.iter().map(|h| ids::normalise(h)).collect();
     let id = ids::chunk_id(&path, passage);
-    assert_eq!(id, ids::chunk_id(&normal_path, &ids::normalise(passage)));
+    assert_eq!(id, ids::chunk_id(&normal_path, passage));
+    assert_eq!(
+        id == ids::chunk_id(&normal_path, &ids::normalise(passage)),
+        *passage == ids::normalise(passage),
+        "a chunk ID does not name the exact passage"
+    );
 
-    // A white-space-only edit changes neither.
+    // A white-space-only edit changes no normal form, text key or heading; it changes the ID
+    // of the passage it edits.
     let edited = whitespace_edit(&text);
     assert_eq!(
         ids::normalise(&edited),
@@ -422,7 +458,8 @@ pub fn normalise(data: &[u8]) {
     );
     assert_eq!(ids::text_key(&edited), ids::text_key(&text));
     let edited_path: Vec<String> = path.iter().map(|h| whitespace_edit(h)).collect();
-    assert_eq!(ids::chunk_id(&edited_path, &whitespace_edit(passage)), id);
+    assert_eq!(ids::chunk_id(&edited_path, passage), id);
+    assert_ne!(ids::chunk_id(&path, &whitespace_edit(passage)), id);
 
     // An ID's hex form round-trips.
     assert_eq!(id.to_hex().parse::<ChunkId>(), Ok(id));

@@ -2,8 +2,10 @@
 //!
 //! A document is cut into *units* (a Markdown block, a list item, a paragraph of plain text) by
 //! `markdown` or `text`; this module packs consecutive units of one section into chunks of about
-//! the target size and names each chunk by `ids::chunk_id`. Sizes are measured on normalised text,
-//! so a whitespace-only edit moves no boundary and changes no ID.
+//! the target size and names each chunk by `ids::chunk_id` of its exact text: a slice of the
+//! document (after a byte order mark) without its trailing white space, line endings as written.
+//! Sizes are measured on normalised text, so a whitespace-only edit moves no boundary: it
+//! changes the IDs of the chunks whose bytes it changed, and no other.
 //!
 //! Chunking never fails: odd input gives fewer chunks and a warning. It does no I/O.
 
@@ -463,15 +465,31 @@ mod tests {
     }
 
     #[test]
-    fn whitespace_edit_keeps_ids() {
-        let config = ChunkConfig::default();
-        let a = chunk_document(DocKind::Markdown, "# T\n\nsome text here\n", &config);
-        let b = chunk_document(
-            DocKind::Markdown,
-            "# T\n\n\nsome   text\nhere   \n\n",
-            &config,
-        );
-        assert_eq!(a.chunks[0].id, b.chunks[0].id);
+    fn whitespace_edit_moves_no_boundary_and_changes_only_its_chunk() {
+        let config = ChunkConfig { target_size: 30 };
+        let text = "# T\n\nsome text here\n\n```py\nif x:\n  y()\n```\n\nlast words of it\n";
+        let fixed = text.replace("  y()", "    y()");
+        let a = chunk_document(DocKind::Markdown, text, &config);
+        let b = chunk_document(DocKind::Markdown, &fixed, &config);
+        let lines = |doc: &super::ChunkedDocument| -> Vec<(u32, u32)> {
+            doc.chunks.iter().map(|c| c.lines).collect()
+        };
+        assert_eq!(lines(&a), lines(&b), "a whitespace edit moved a boundary");
+        assert_eq!(a.chunks.len(), 3);
+        for (before, after) in a.chunks.iter().zip(&b.chunks) {
+            // Each chunk is named by the bytes it holds: the one edited changes, no other.
+            assert_eq!(
+                before.text == after.text,
+                before.id == after.id,
+                "{after:?}"
+            );
+            assert_eq!(
+                after.id,
+                crate::ids::chunk_id(&after.heading_path, &after.text)
+            );
+        }
+        assert_eq!(b.chunks[1].text, "```py\nif x:\n    y()\n```");
+        assert_ne!(a.chunks[1].id, b.chunks[1].id);
     }
 
     #[test]

@@ -173,6 +173,13 @@ fn print_report(cli: &Cli, report: &IngestReport) -> Result<()> {
         "documents  {} added, {} changed, {} removed, {} renamed, {} unchanged, {} skipped",
         d.added, d.changed, d.removed, d.renamed, d.unchanged, d.skipped
     ))?;
+    if d.rechunked > 0 {
+        // The one-time migration of a store an older groundidx made: said, not done silently.
+        output::line(format!(
+            "documents  {} chunked again: their chunks were made by an older groundidx (IDs of whitespace-folded text)",
+            d.rechunked
+        ))?;
+    }
     output::line(format!(
         "chunks     {} added, {} removed",
         report.chunks.added, report.chunks.removed

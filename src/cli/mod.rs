@@ -170,7 +170,7 @@ pub enum Command {
     Audit(audit::Args),
     /// Show the units each client used per rate-limit window
     Usage(audit::Args),
-    /// Delete expired idempotency keys, and nothing else
+    /// Delete expired idempotency keys and the vectors nothing uses any more (audit and usage stay)
     Gc(gc::Args),
     /// Print a shell completion script
     Completions(completions::CompletionArgs),

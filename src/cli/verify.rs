@@ -7,9 +7,12 @@ use groundidx::verify;
 use crate::cli::output;
 use crate::cli::{Cli, ExitCode};
 
-/// Check that the index holds exactly the ledger's chunk IDs, each once.
+/// Check that the index holds exactly the ledger's chunk IDs, each once, and that every chunk's
+/// text hashes to its ID.
 ///
-/// Exit 0 when they are identical, 1 otherwise. A lag that the next writer's replay heals is
+/// Exit 0 when they are identical, 1 otherwise. A chunk whose stored text does not hash to its
+/// ID is named; chunks an older groundidx made (IDs of whitespace-folded text) are counted, and
+/// the next ingest of their folders chunks them again. A lag that the next writer's replay heals is
 /// reported apart from a real difference. Takes no lock and writes nothing. With --ledger, the
 /// store's mirror is also compared with the shared ledger (a lag the next sync heals is told
 /// apart there too).
@@ -44,10 +47,20 @@ pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
             ("missing from index", &report.missing_from_index),
             ("extra in index", &report.extra_in_index),
             ("duplicated in index", &report.duplicated_in_index),
+            (
+                "text does not hash to its ID in the ledger",
+                &report.altered_in_ledger,
+            ),
         ] {
             for id in ids {
                 output::line(format!("{what}: {id}"))?;
             }
+        }
+        if report.outdated_in_ledger > 0 {
+            output::line(format!(
+                "ledger  {} chunks made by an older groundidx (IDs of whitespace-folded text): their text may be another variant of what the files hold\nhint: run `groundidx ingest` on their folders; it chunks their documents again",
+                report.outdated_in_ledger
+            ))?;
         }
         if let Some(vectors) = &report.vectors {
             output::line(format!(
@@ -99,6 +112,13 @@ pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
             // Only the replica differs; said above.
         } else if report.lag_only || report.vectors.as_ref().is_some_and(|v| v.lag_only) {
             output::line("index lags the ledger; the next ingest or `groundidx rebuild` heals it")?;
+        } else if !report.altered_in_ledger.is_empty() {
+            // `rebuild` makes the index from the ledger: it cannot mend the ledger's text.
+            output::line(
+                "differs: the ledger was altered outside groundidx\nhint: make the store again (move its folder away, then `groundidx ingest` its folders)",
+            )?;
+        } else if report.outdated_in_ledger > 0 {
+            output::line("differs")?;
         } else {
             output::line("differs\nhint: run `groundidx rebuild`")?;
         }

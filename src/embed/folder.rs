@@ -333,6 +333,7 @@ fn read_file(dir: &Path, name: &str) -> Result<Option<Vec<u8>>> {
 /// `limit` bytes, without reading more than that (a file that grows meanwhile included).
 pub fn read_bounded(dir: &Path, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let cannot = |error: std::io::Error| {
         model_error(
             dir,
@@ -340,11 +341,24 @@ pub fn read_bounded(dir: &Path, name: &str, limit: u64) -> Result<Option<Vec<u8>
             "check the file's permissions",
         )
     };
-    let file = match std::fs::File::open(dir.join(name)) {
+    // Opened without blocking, so that a FIFO named like a model file cannot hang the open,
+    // and refused unless it is a regular file (a link to a device has no size to bound).
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(dir.join(name))
+    {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(cannot(error)),
     };
+    if !file.metadata().map_err(cannot)?.is_file() {
+        return Err(model_error(
+            dir,
+            format!("{name} is not a regular file"),
+            "put the model's own files in the folder (a copy, or a link to a regular file)",
+        ));
+    }
     let too_large = |size: u64| {
         model_error(
             dir,
@@ -491,4 +505,36 @@ fn parse_prompts(
         prompt(&["query"])?,
         prompt(&["passage", "document", "corpus"])?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_bounded;
+
+    #[test]
+    fn a_fifo_or_a_device_named_like_a_model_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("config.json"))
+            .status()
+            .expect("run mkfifo");
+        assert!(made.success(), "mkfifo failed");
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("tokenizer.json"))
+            .expect("link to /dev/zero");
+        for name in ["config.json", "tokenizer.json"] {
+            let error = read_bounded(dir.path(), name, 1 << 20)
+                .expect_err("a FIFO or a device is no model file")
+                .to_string();
+            assert!(error.contains("not a regular file"), "{name}: {error}");
+        }
+        std::fs::write(dir.path().join("modules.json"), b"[]").expect("write");
+        assert_eq!(
+            read_bounded(dir.path(), "modules.json", 16).expect("read"),
+            Some(b"[]".to_vec())
+        );
+        assert_eq!(
+            read_bounded(dir.path(), "absent.json", 16).expect("read"),
+            None
+        );
+    }
 }

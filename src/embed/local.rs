@@ -115,7 +115,17 @@ impl LocalModel {
             })?
             .len();
         folder.check_weights_size(weights_size)?;
-        let weights = read_whole(&dir, folder::WEIGHTS)?;
+        // Read within the size the model's `config.json` allows, from a regular file only: the
+        // size is checked on the open file and the read stops past the limit, so a file that
+        // grows meanwhile, or a link to a device, costs at most the limit.
+        let weights = folder::read_bounded(&dir, folder::WEIGHTS, folder.max_weights_bytes())?
+            .ok_or_else(|| {
+                model_error(
+                    &dir,
+                    format!("{} is missing", folder::WEIGHTS),
+                    "check that the model folder is complete and readable",
+                )
+            })?;
 
         let mut hash = StreamHash::new(MODEL_VERSION);
         hash.part(&weights);
@@ -424,16 +434,6 @@ fn read_tokenizer(dir: &Path) -> Result<Vec<u8>> {
         model_error(
             dir,
             format!("{} is missing", folder::TOKENIZER),
-            "check that the model folder is complete and readable",
-        )
-    })
-}
-
-fn read_whole(dir: &Path, name: &str) -> Result<Vec<u8>> {
-    std::fs::read(dir.join(name)).map_err(|error| {
-        model_error(
-            dir,
-            format!("{name} cannot be read: {error}"),
             "check that the model folder is complete and readable",
         )
     })

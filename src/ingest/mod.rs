@@ -154,6 +154,9 @@ pub struct DocumentCounts {
     pub renamed: u64,
     pub unchanged: u64,
     pub skipped: u64,
+    /// Unchanged files (counted in `unchanged` too) whose chunks an older groundidx made, chunked
+    /// again: the one-time migration of a store to chunk IDs of the exact text.
+    pub rechunked: u64,
 }
 
 /// Chunks added to and removed from the store, and chunks the index wrote again because the
@@ -375,11 +378,17 @@ fn commit_batch(
         };
         // A document recorded by schema version 2 has no fields yet: it is chunked again
         // (the same chunks) for its front matter, and its source is written as an upsert.
-        let lacks_fields = store.ledger().lacks_fields(&doc_hash)?;
+        // One whose chunks an older groundidx made (chunk IDs of normalised text, whose stored
+        // text may be another whitespace variant) is chunked again and its chunks replaced.
+        let outdated = store.ledger().chunks_outdated(&doc_hash)?;
+        let chunk_again = outdated || store.ledger().lacks_fields(&doc_hash)?;
         match plan.known.get(&file.rel_path) {
             Some(record) if record.doc_hash == doc_hash => {
                 report.documents.unchanged += 1;
-                if !lacks_fields {
+                if outdated {
+                    report.documents.rechunked += 1;
+                }
+                if !chunk_again {
                     batch
                         .stat_updates
                         .push((file.rel_path.clone(), stat, recorded_ns));
@@ -393,14 +402,14 @@ fn commit_batch(
             }
         }
         // Unchanged content was not chunked while it was read; a document without its fields
-        // is chunked here (a store of schema version 2, once).
+        // (a store of schema version 2) or with outdated chunks is chunked here, once.
         let chunked = match chunked {
-            None if lacks_fields => Some(chunk::chunk_document(file.kind, &text, &config.chunk)),
+            None if chunk_again => Some(chunk::chunk_document(file.kind, &text, &config.chunk)),
             chunked => chunked,
         };
         let document = match chunked {
             Some(document)
-                if (lacks_fields || !store.ledger().has_document(&doc_hash)?)
+                if (chunk_again || !store.ledger().has_document(&doc_hash)?)
                     && chunking.insert(doc_hash) =>
             {
                 report.warnings.extend(

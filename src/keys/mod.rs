@@ -404,7 +404,8 @@ impl Agent {
         let ledger = if crate::ledger::on_read_only_mount(&ledger_path) {
             tracing::warn!(
                 store = %store_dir.display(),
-                "the store is on a read-only file system: calls are answered without being recorded (no audit rows, usage units or idempotency keys), and calls with a new idempotency key are refused"
+                rate_limit = %format!("{}/{}s", config.rate_limit.units, config.rate_limit.window_secs),
+                "the store is on a read-only file system: calls are answered without being recorded (no audit rows, usage units or idempotency keys), the rate limit is not enforced (it counts recorded units), and calls with a new idempotency key are refused"
             );
             None
         } else {

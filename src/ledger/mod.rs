@@ -186,6 +186,10 @@ impl ChunkFilter {
 pub struct Ledger {
     conn: Connection,
     path: PathBuf,
+    /// Opened as immutable (a read-only file system, no write-ahead log): SQLite takes no lock
+    /// and never looks for another writer's changes, so the connection is good only while the
+    /// file system stays read-only (`still_safe`).
+    immutable: bool,
 }
 
 impl Ledger {
@@ -209,11 +213,16 @@ impl Ledger {
         // A reader of a WAL database creates the `-shm` (and `-wal`) file beside it when they
         // are missing, which a read-only mount refuses ("unable to open database file"). With
         // no `-wal` file the database file holds every commit, and nothing can change it while
-        // the mount is read-only: it is opened as immutable (no lock, no `-shm`). A `-wal` file
-        // may hold commits the database file lacks: it is read as SQLite reads it on read-only
-        // media, and refused with the fix when that fails.
+        // the mount is read-only: it is opened as immutable (no lock, no `-shm`). That is safe
+        // only when no one can write the file elsewhere either: the file system itself must be
+        // read-only and local (a read-only bind mount of a writable one, or a network file
+        // system, can change under the reader, which would then read torn pages). A `-wal` file
+        // (or one that cannot be looked for) may hold commits the database file lacks: it is
+        // read as SQLite reads it on read-only media, and refused with the fix when that fails.
         let read_only_mount = access == Access::ReadOnly && on_read_only_mount(path);
-        let immutable = read_only_mount && !wal_file(path).exists();
+        let immutable = read_only_mount
+            && !wal_file(path).try_exists().unwrap_or(true)
+            && file_system_is_read_only(path);
         let opened = if immutable {
             Connection::open_with_flags(immutable_uri(path), flags | OpenFlags::SQLITE_OPEN_URI)
         } else {
@@ -228,7 +237,11 @@ impl Ledger {
             Error::Ledger { source, .. }
                 if read_only_mount && !immutable && is_cannot_open(&source) =>
             {
-                unreadable_log_on_read_only_mount(path)
+                if wal_file(path).try_exists().unwrap_or(true) {
+                    unreadable_log_on_read_only_mount(path)
+                } else {
+                    writable_elsewhere_on_read_only_mount(path)
+                }
             }
             other => other,
         })?;
@@ -269,7 +282,15 @@ impl Ledger {
         Ok(Ledger {
             conn,
             path: path.to_path_buf(),
+            immutable,
         })
+    }
+
+    /// False once a connection opened as immutable can no longer trust its file: its mount
+    /// became writable (a remount), so a writer may change the file under it. A pool drops
+    /// such a connection and opens the ledger again.
+    pub fn still_safe(&self) -> bool {
+        !self.immutable || on_read_only_mount(&self.path)
     }
 
     pub fn path(&self) -> &Path {
@@ -391,6 +412,13 @@ impl Ledger {
             .map_err(sql_error("read documents"))?;
         stmt.exists([doc_hash.as_bytes()])
             .map_err(sql_error("read documents"))
+    }
+
+    /// Whether the ledger has this document with chunks an older groundidx made (chunk ID
+    /// version 1, of the normalised text) or whose stored text does not hash to its ID: its
+    /// file is chunked again, and the document's chunks replaced (`BatchWriter::upsert`).
+    pub fn chunks_outdated(&self, doc_hash: &DocHash) -> Result<bool> {
+        chunks_outdated(&self.conn, doc_hash)
     }
 
     /// What the documents that hold chunk `id` are called now (empty when none holds it).
@@ -924,7 +952,11 @@ impl BatchWriter<'_> {
             };
             self.insert_document(&upsert.doc_hash, document)?;
         } else if let Some(document) = &upsert.document {
-            self.fill_fields(&upsert.doc_hash, document)?;
+            if chunks_outdated(self.tx, &upsert.doc_hash)? {
+                self.rechunk(&upsert.doc_hash, document)?;
+            } else {
+                self.fill_fields(&upsert.doc_hash, document)?;
+            }
         }
         let mut stmt = self
             .tx
@@ -1025,6 +1057,54 @@ impl BatchWriter<'_> {
         Ok(())
     }
 
+    /// Replaces the chunks of a document the ledger has, made by an older groundidx, by those
+    /// its file gives now (the same document: its bytes are what its hash names). The new
+    /// chunks are written first, then every old chunk no document references any more is
+    /// removed, so a chunk both lists hold stays in the index.
+    fn rechunk(&mut self, doc_hash: &DocHash, document: &NewDocument) -> Result<()> {
+        let context = || format!("chunk document {doc_hash} again");
+        let old_ids: Vec<ChunkId> = self
+            .tx
+            .prepare_cached("SELECT DISTINCT chunk_id FROM doc_chunks WHERE doc_hash = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_map([doc_hash.as_bytes()], |row| chunk_id_column(row, 0))
+                    .and_then(|rows| rows.collect())
+            })
+            .map_err(sql_error(context()))?;
+        for sql in [
+            "DELETE FROM doc_chunks WHERE doc_hash = ?1",
+            "DELETE FROM doc_tags WHERE doc_hash = ?1",
+            "DELETE FROM documents WHERE doc_hash = ?1",
+        ] {
+            self.tx
+                .prepare_cached(sql)
+                .and_then(|mut stmt| stmt.execute([doc_hash.as_bytes()]))
+                .map_err(sql_error(context()))?;
+        }
+        self.insert_document(doc_hash, document)?;
+        self.drop_unreferenced(&old_ids, &context)
+    }
+
+    /// Removes (and logs) every chunk of `ids` that no document references.
+    fn drop_unreferenced(&mut self, ids: &[ChunkId], context: &dyn Fn() -> String) -> Result<()> {
+        for chunk_id in ids {
+            let referenced = self
+                .tx
+                .prepare_cached("SELECT 1 FROM doc_chunks WHERE chunk_id = ?1")
+                .and_then(|mut stmt| stmt.exists([chunk_id.as_bytes()]))
+                .map_err(sql_error(context()))?;
+            if !referenced {
+                self.tx
+                    .prepare_cached("DELETE FROM chunks WHERE chunk_id = ?1")
+                    .and_then(|mut stmt| stmt.execute([chunk_id.as_bytes()]))
+                    .map_err(sql_error(context()))?;
+                self.log("remove", chunk_id)?;
+                self.outcome.chunks_removed += 1;
+            }
+        }
+        Ok(())
+    }
+
     fn insert_document(&mut self, doc_hash: &DocHash, document: &NewDocument) -> Result<()> {
         let context = || format!("write document {doc_hash}");
         self.tx
@@ -1117,22 +1197,7 @@ impl BatchWriter<'_> {
                 .and_then(|mut stmt| stmt.execute([doc_hash.as_bytes()]))
                 .map_err(sql_error(context()))?;
         }
-        for chunk_id in chunk_ids {
-            let referenced = self
-                .tx
-                .prepare_cached("SELECT 1 FROM doc_chunks WHERE chunk_id = ?1")
-                .and_then(|mut stmt| stmt.exists([chunk_id.as_bytes()]))
-                .map_err(sql_error(context()))?;
-            if !referenced {
-                self.tx
-                    .prepare_cached("DELETE FROM chunks WHERE chunk_id = ?1")
-                    .and_then(|mut stmt| stmt.execute([chunk_id.as_bytes()]))
-                    .map_err(sql_error(context()))?;
-                self.log("remove", &chunk_id)?;
-                self.outcome.chunks_removed += 1;
-            }
-        }
-        Ok(())
+        self.drop_unreferenced(&chunk_ids, &context)
     }
 
     fn log(&mut self, op: &str, chunk_id: &ChunkId) -> Result<()> {
@@ -1150,6 +1215,118 @@ impl BatchWriter<'_> {
 pub fn on_read_only_mount(path: &Path) -> bool {
     rustix::fs::statvfs(path)
         .is_ok_and(|stat| stat.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
+}
+
+/// True when the file system holding `path` is itself read-only and local, as
+/// `/proc/self/mountinfo` says: the super block's options hold `ro`, and it is no network or
+/// FUSE file system. A read-only mount alone is not enough: a read-only bind mount of a
+/// writable file system (`docker run -v DIR:DIR:ro`) is written through its other mounts.
+/// False when it cannot be told.
+fn file_system_is_read_only(path: &Path) -> bool {
+    let Ok(folder) = path.parent().unwrap_or(path).canonicalize() else {
+        return false;
+    };
+    let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    mount_of(&mountinfo, &folder).is_some_and(|mount| mount.is_read_only_and_local())
+}
+
+/// One line of `/proc/self/mountinfo`, the parts `file_system_is_read_only` reads.
+#[derive(Debug, PartialEq, Eq)]
+struct MountLine {
+    mount_point: PathBuf,
+    fs_type: String,
+    super_options: String,
+}
+
+impl MountLine {
+    /// The file system itself is read-only (its super block's options hold `ro`) and no other
+    /// machine or user-space daemon can change it (no network or FUSE file system).
+    fn is_read_only_and_local(&self) -> bool {
+        const SHARED: &[&str] = &[
+            "nfs",
+            "nfs4",
+            "cifs",
+            "smb3",
+            "smbfs",
+            "ceph",
+            "glusterfs",
+            "9p",
+            "afs",
+            "lustre",
+            "gfs2",
+            "ocfs2",
+            "virtiofs",
+        ];
+        self.super_options.split(',').any(|option| option == "ro")
+            && !SHARED.contains(&self.fs_type.as_str())
+            && !self.fs_type.starts_with("fuse")
+    }
+}
+
+/// The mount that holds `folder` (a canonical path): the last mounted of those whose mount
+/// point is the longest prefix of it.
+fn mount_of(mountinfo: &str, folder: &Path) -> Option<MountLine> {
+    let mut best: Option<MountLine> = None;
+    for line in mountinfo.lines() {
+        let Some(mount) = parse_mount_line(line) else {
+            continue;
+        };
+        if !folder.starts_with(&mount.mount_point) {
+            continue;
+        }
+        let longer = best.as_ref().is_none_or(|best| {
+            mount.mount_point.as_os_str().len() >= best.mount_point.as_os_str().len()
+        });
+        if longer {
+            best = Some(mount);
+        }
+    }
+    best
+}
+
+/// `ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL…] - FS_TYPE SOURCE SUPER_OPTIONS`, with
+/// white space and backslashes in paths written as octal escapes (`\040`).
+fn parse_mount_line(line: &str) -> Option<MountLine> {
+    let (before, after) = line.split_once(" - ")?;
+    let mount_point = before.split(' ').nth(4)?;
+    let mut after = after.split(' ');
+    let fs_type = after.next()?.to_string();
+    let _source = after.next()?;
+    let super_options = after.next()?.to_string();
+    Some(MountLine {
+        mount_point: PathBuf::from(unescape_mount_path(mount_point)),
+        fs_type,
+        super_options,
+    })
+}
+
+/// Undoes the kernel's octal escapes in a mountinfo path (`\040` is a space).
+fn unescape_mount_path(escaped: &str) -> std::ffi::OsString {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = escaped.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|digits| bytes[i] == b'\\' && digits.iter().all(|d| (b'0'..=b'7').contains(d)));
+        match octal {
+            Some(digits) => {
+                let value = digits
+                    .iter()
+                    .fold(0u32, |value, d| value * 8 + u32::from(d - b'0'));
+                out.push(value as u8);
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    std::ffi::OsString::from_vec(out)
 }
 
 /// The ledger's write-ahead log file.
@@ -1174,6 +1351,19 @@ fn immutable_uri(path: &Path) -> String {
     }
     uri.push_str("?immutable=1");
     uri
+}
+
+/// The error for a ledger on a read-only mount of a file system that can still be written
+/// elsewhere (a bind mount, a network file system), with no write-ahead log: SQLite could read
+/// it safely only with a `-shm` file it cannot make there.
+fn writable_elsewhere_on_read_only_mount(path: &Path) -> Error {
+    Error::io(
+        format!("open {}", path.display()),
+        std::io::Error::new(
+            std::io::ErrorKind::ReadOnlyFilesystem,
+            "the ledger is on a read-only mount of a file system that can still be written elsewhere (a read-only bind mount or a network file system), where SQLite cannot read it safely without the `-shm` file it would make\nhint: give this reader the store folder read-write, or a copy of the store on a file system of its own that is read-only as a whole (an image layer, a snapshot)",
+        ),
+    )
 }
 
 /// True for SQLite's refusals to open a file (or to make one it needs, as the `-shm`).
@@ -1226,6 +1416,34 @@ fn bad_blob(index: usize) -> rusqlite::Error {
         rusqlite::types::Type::Blob,
         "a hash column does not hold 32 bytes".into(),
     )
+}
+
+/// Whether a document's chunks were made by an older groundidx (or altered since): its first
+/// chunk's ID is not `ids::chunk_id` of the chunk's stored heading path and text. A document's
+/// chunks are written together, by one recipe, so the first tells for all; a document without
+/// chunks (or not in the ledger) has none to make again.
+fn chunks_outdated(conn: &Connection, doc_hash: &DocHash) -> Result<bool> {
+    let first = conn
+        .prepare_cached(
+            "SELECT c.chunk_id, c.heading, c.text FROM doc_chunks dc
+             JOIN chunks c ON c.chunk_id = dc.chunk_id
+             WHERE dc.doc_hash = ?1 ORDER BY dc.ordinal LIMIT 1",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row([doc_hash.as_bytes()], |row| {
+                Ok((
+                    chunk_id_column(row, 0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                ))
+            })
+            .optional()
+        })
+        .map_err(sql_error(format!("read the chunks of document {doc_hash}")))?;
+    Ok(first.is_some_and(|(id, heading, text)| {
+        crate::ids::check_chunk_id(&id, &decode_heading(&heading), &text)
+            != crate::ids::ChunkIdCheck::Current
+    }))
 }
 
 /// What the documents holding chunk `id` are called; `None` when no document holds it.
@@ -1302,7 +1520,61 @@ fn decode_heading(json: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Access, Ledger};
+    use std::path::{Path, PathBuf};
+
+    use super::{Access, Ledger, MountLine, mount_of, parse_mount_line};
+
+    const MOUNTINFO: &str = "\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+40 22 0:35 / /srv/store rw,relatime shared:20 - tmpfs tmpfs rw,size=1024k
+41 22 0:36 / /srv/snap ro,relatime shared:21 - tmpfs tmpfs ro,size=1024k
+42 22 0:35 / /srv/bind ro,relatime shared:20 - tmpfs tmpfs rw,size=1024k
+43 22 0:40 / /srv/nfs ro,relatime - nfs4 host:/export ro,vers=4.2
+44 22 0:41 / /srv/with\\040space ro master:3 - squashfs /dev/loop0 ro
+";
+
+    fn mount(folder: &str) -> Option<MountLine> {
+        mount_of(MOUNTINFO, Path::new(folder))
+    }
+
+    #[test]
+    fn the_mount_of_a_folder_is_the_longest_mount_point_above_it() {
+        let line = |point: &str, fs_type: &str, super_options: &str| MountLine {
+            mount_point: PathBuf::from(point),
+            fs_type: fs_type.into(),
+            super_options: super_options.into(),
+        };
+        assert_eq!(mount("/home/me"), Some(line("/", "ext4", "rw")));
+        assert_eq!(
+            mount("/srv/snap/store"),
+            Some(line("/srv/snap", "tmpfs", "ro,size=1024k"))
+        );
+        // A read-only bind mount of a writable file system: the super block says rw.
+        assert_eq!(
+            mount("/srv/bind"),
+            Some(line("/srv/bind", "tmpfs", "rw,size=1024k"))
+        );
+        // `/srv/snapshot` is not under `/srv/snap`: components, not characters, are compared.
+        assert_eq!(mount("/srv/snapshot"), Some(line("/", "ext4", "rw")));
+        assert_eq!(
+            mount("/srv/with space/x"),
+            Some(line("/srv/with space", "squashfs", "ro"))
+        );
+        assert_eq!(parse_mount_line("garbage"), None);
+    }
+
+    #[test]
+    fn only_a_read_only_local_file_system_is_trusted_to_stay_as_it_is() {
+        let trusted = |folder: &str| mount(folder).is_some_and(|m| m.is_read_only_and_local());
+        assert!(trusted("/srv/snap/store"));
+        assert!(trusted("/srv/with space/store"));
+        assert!(!trusted("/srv/store"), "a writable tmpfs");
+        assert!(
+            !trusted("/srv/bind/store"),
+            "a read-only bind mount of a writable one"
+        );
+        assert!(!trusted("/srv/nfs/store"), "a network file system");
+    }
 
     #[test]
     fn a_panic_inside_a_read_snapshot_ends_its_transaction() {

@@ -57,7 +57,14 @@ impl LedgerPool {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(ledger) = state.idle.pop() {
-                return Ok(self.lend(ledger));
+                if ledger.still_safe() {
+                    return Ok(self.lend(ledger));
+                }
+                // An immutable connection whose file system became writable: a writer may now
+                // change the file under it, so it is closed and the ledger opened again.
+                state.open -= 1;
+                drop(ledger);
+                continue;
             }
             if state.open < self.max {
                 state.open += 1;

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::ledger::sql_error;
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The oldest version this build opens: older stores are upgraded in place by a writer, and
 /// read as they are by a reader (no reader query depends on what the upgrades add).
@@ -28,7 +28,15 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, SCHEMA_V4),
     (5, SCHEMA_V5),
     (6, SCHEMA_V6),
+    (7, SCHEMA_V7),
 ];
+
+/// Version 7: chunk IDs name a chunk's exact text (`ids::CHUNK_ID_VERSION` 2), where version 1
+/// hashed its normalised text and so kept the first whitespace variant ever seen. The rows
+/// stay; every stat is made one that no file matches, so the next ingest of each folder reads
+/// every file once, finds its document's chunks outdated (`chunks_outdated`) and chunks it
+/// again. Until then readers serve the old chunks, and `verify` counts them as outdated.
+const SCHEMA_V7: &str = "UPDATE sources SET ctime_ns = 0;";
 
 /// Version 6: a mirror records where it found its shared ledger (the URL without its password,
 /// and the schema), so that it can name it when it refuses another one. Which ledger it is

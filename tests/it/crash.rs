@@ -213,7 +213,7 @@ fn crash_between_two_batches_keeps_the_batches_before_it() {
     let new_pages = env
         .export()
         .values()
-        .filter(|paths| paths.iter().any(|p| p.starts_with("new/")))
+        .filter(|chunk| chunk.paths.iter().any(|p| p.starts_with("new/")))
         .count();
     assert!(new_pages > 0, "the committed batches were lost");
     assert!(new_pages < 14, "the run should have stopped half-way");

@@ -164,11 +164,11 @@ fn unreadable_folder_holds_back_deletions_under_it() {
     let after = env.export();
     let handbook_before = before
         .values()
-        .filter(|p| p.iter().any(|p| p.starts_with("handbook/")))
+        .filter(|chunk| chunk.paths.iter().any(|p| p.starts_with("handbook/")))
         .count();
     let handbook_after = after
         .values()
-        .filter(|p| p.iter().any(|p| p.starts_with("handbook/")))
+        .filter(|chunk| chunk.paths.iter().any(|p| p.starts_with("handbook/")))
         .count();
     assert_eq!(
         handbook_before, handbook_after,

@@ -79,17 +79,42 @@ fn deleted_document_leaves_search() {
 }
 
 #[test]
-fn whitespace_only_edit_writes_nothing() {
+fn a_whitespace_edit_rewrites_only_the_chunk_whose_bytes_changed() {
     let env = Env::sample();
     env.ingest();
+    let before = env.export();
     let path = env.docs.join("notes/faq.md");
     let text = std::fs::read_to_string(&path).expect("read");
-    let spaced = text.replace("\n\n", "\n\n\n").replace(' ', "  ") + "\n\n";
+    // Blank lines between sections are in no chunk; the double space is in one.
+    let spaced = text
+        .replace("\n\n## ", "\n\n\n\n## ")
+        .replace("Every 90 days.", "Every  90 days.")
+        + "\n\n";
     std::fs::write(&path, spaced).expect("write");
     let report = env.ingest();
     assert_eq!(report["documents"]["changed"], 1, "{report}");
-    assert_eq!(report["chunks"]["added"], 0, "{report}");
-    assert_eq!(report["chunks"]["removed"], 0, "{report}");
+    assert_eq!(report["chunks"]["added"], 1, "{report}");
+    assert_eq!(report["chunks"]["removed"], 1, "{report}");
+    let after = env.export();
+    assert_eq!(
+        before.keys().filter(|id| !after.contains_key(*id)).count(),
+        1
+    );
+    let hits = env.search("how often signing key rotated", 10);
+    let faq = hits["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .find(|hit| hit["paths"][0] == "notes/faq.md")
+        .unwrap_or_else(|| panic!("no hit in notes/faq.md: {hits}"));
+    assert!(
+        faq["text"]
+            .as_str()
+            .expect("text")
+            .starts_with("Every  90 days."),
+        "{faq}"
+    );
+    assert_eq!(after, clean_export(&env.docs));
 }
 
 #[test]
@@ -126,7 +151,11 @@ fn shared_passage_in_two_documents_is_one_chunk() {
     );
     env.ingest();
     let exported = env.export();
-    let holders: Vec<_> = exported.values().filter(|paths| paths.len() == 2).collect();
+    let holders: Vec<_> = exported
+        .values()
+        .map(|chunk| &chunk.paths)
+        .filter(|paths| paths.len() == 2)
+        .collect();
     assert_eq!(holders, [&vec!["a.md".to_string(), "b.md".to_string()]]);
     // Removing one source keeps the chunk for the other.
     std::fs::remove_file(env.docs.join("b.md")).expect("delete");

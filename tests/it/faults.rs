@@ -236,7 +236,7 @@ fn assert_consistent(env: &Env) -> &'static str {
 
 /// After the fault is gone: the next run completes, verify passes, the store equals a clean
 /// ingest, and a re-run writes nothing.
-fn assert_heals(env: &Env, extra: &[&str], clean: &BTreeMap<String, Vec<String>>) {
+fn assert_heals(env: &Env, extra: &[&str], clean: &BTreeMap<String, crate::support::Exported>) {
     let output = env.run(&ingest_args(env, extra));
     assert_eq!(
         output.status.code(),
@@ -456,7 +456,7 @@ fn as_user(env: &Env, args: &[&str]) -> Output {
 }
 
 /// `export` as the unprivileged user: chunk ID to sorted paths.
-fn user_export(env: &Env) -> BTreeMap<String, Vec<String>> {
+fn user_export(env: &Env) -> BTreeMap<String, crate::support::Exported> {
     let output = as_user(env, &["export"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     crate::support::parse_export(&text(&output.stdout))
@@ -821,4 +821,60 @@ fn a_locked_ledger_makes_ingest_wait_or_fail_retryably_and_loses_nothing() {
     assert_eq!(report["documents"]["added"], 1, "{report}");
     env.assert_verified();
     assert_eq!(env.export(), clean_export(&env.docs));
+}
+
+/// A read-only bind mount of a writable file system (`docker run -v DIR:DIR:ro`) can change
+/// under a reader through its other mount: the ledger there is never opened as immutable (a
+/// writer's checkpoint would give such a reader torn pages). With no write-ahead log to read
+/// it by, a reader is refused with the cause and the fix, never "unable to open database file".
+#[test]
+fn a_read_only_bind_mount_of_a_writable_file_system_is_never_read_as_immutable() {
+    let mut env = Env::sample();
+    let disk = env.tmp.path().join("disk");
+    let Some(_tmpfs) = Tmpfs::mount(&disk, 64 << 20, "the read-only bind mount test") else {
+        return;
+    };
+    env.store = disk.join("store");
+    env.ingest();
+    let view = env.tmp.path().join("view");
+    std::fs::create_dir_all(&view).expect("create the bind mount point");
+    let bind = |args: &[&str]| {
+        let output = Command::new("mount")
+            .args(args)
+            .output()
+            .expect("run mount");
+        assert!(
+            output.status.success(),
+            "mount {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    let disk_arg = disk.to_str().expect("a UTF-8 temp path");
+    let view_arg = view.to_str().expect("a UTF-8 temp path");
+    bind(&["--bind", disk_arg, view_arg]);
+    let _unmount = Unmount(view.clone());
+    bind(&["-o", "remount,bind,ro", view_arg]);
+    let reader = Env {
+        tmp: tempfile::tempdir().expect("temp dir"),
+        docs: env.docs.clone(),
+        store: view.join("store"),
+    };
+    assert!(!env.store.join("ledger.sqlite-wal").exists());
+    let refused = reader.run(&["search", "signing key", "--json"]);
+    let stderr = text(&refused.stderr);
+    assert_ne!(refused.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("bind mount") && stderr.contains("hint:"),
+        "the refusal names the cause and the fix: {stderr}"
+    );
+    assert!(!stderr.contains("unable to open database file"), "{stderr}");
+}
+
+/// Unmounts a bind mount (lazily) when a test ends, however it ends.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
 }

@@ -302,7 +302,7 @@ fn a_root_swapped_for_a_link_during_the_walk_deletes_nothing() {
     assert!(
         export
             .values()
-            .any(|paths| paths.iter().any(|p| p == "a/inside.md")),
+            .any(|chunk| chunk.paths.iter().any(|p| p == "a/inside.md")),
         "a document under the swapped root was deleted: {export:?}"
     );
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json report");

@@ -14,6 +14,9 @@
 //! - `identifiers`: numbers, identifiers, file names, titles and identifier fields find their
 //!   own document first; renames re-index; `id_fields` takes effect at `rebuild`.
 //! - `search`: invariant 3, no passage twice; filters, snippets and the JSON contract.
+//! - `served_text`: `search`, `get_chunk` and `export` serve a passage byte for byte as a file
+//!   holds it now (indentation fixes, whitespace variants, deletions); a store of older chunk
+//!   IDs is chunked again by its next ingest.
 //! - `embed_server`: a real OpenAI-compatible embeddings server on loopback that counts every
 //!   passage it is given (vectors from the local model, or from a hash of the words).
 //! - `embedding`: every passage embedded once (no-op, edit, rename, shared passage, kill during
@@ -138,6 +141,7 @@ mod search;
 mod search_generation;
 mod semantic;
 mod serve_signals;
+mod served_text;
 mod shared_ledger;
 mod signals;
 mod slow_clients;

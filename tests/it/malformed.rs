@@ -79,10 +79,10 @@ fn hostile_files_warn_and_hurt_no_other_document() {
 
     // The good documents are all still there, unchanged.
     let after = env.export();
-    for (id, paths) in &good_chunks {
+    for (id, chunk) in &good_chunks {
         assert_eq!(
             after.get(id),
-            Some(paths),
+            Some(chunk),
             "chunk {id} of a good document changed"
         );
     }

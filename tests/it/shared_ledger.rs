@@ -85,7 +85,7 @@ impl Host<'_> {
     }
 
     /// The replica's chunks (read locally, as every reader does).
-    fn export(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+    fn export(&self) -> std::collections::BTreeMap<String, crate::support::Exported> {
         let output = self.run(&["export"]);
         assert_success(&output, &["export"]);
         parse_export(&String::from_utf8_lossy(&output.stdout))
@@ -144,6 +144,85 @@ fn assert_all_equal_clean(env: &Env, schema: &TestSchema, hosts: &[&Host<'_>]) {
         clean.len(),
         "the shared ledger's chunks"
     );
+}
+
+/// A shared ledger an older groundidx wrote (chunk IDs of whitespace-folded text, the first
+/// variant stored): its writer's next ingest chunks every document again, and every replica,
+/// one made from the older state included, converges to a clean ingest, text and all.
+#[test]
+fn replicas_converge_after_a_writer_chunks_an_older_shared_ledger_again() {
+    let Some(schema) = schema("older_chunks") else {
+        return;
+    };
+    let indented = "```python\ndef rotate(key):\n    return key.renew()\n```";
+    let unindented = "```python\ndef rotate(key):\nreturn key.renew()\n```";
+    let env = Env::empty();
+    env.write("rotation.md", &format!("# Rotation\n\n{indented}\n"));
+    env.write("other.md", "# Other\n\nA page that does not change.\n");
+    let writer = Host::new(&env, "writer", &schema);
+    let replica = Host::new(&env, "replica", &schema);
+    writer.ingest(&env.docs);
+    // The older groundidx's rows, in the shared ledger and in its writer's mirror.
+    crate::served_text::make_ledger_older(
+        &writer.store.join("ledger.sqlite"),
+        indented,
+        unindented,
+    );
+    let mut shared = client(&schema.url);
+    let rows = shared
+        .query(
+            format!(
+                "SELECT chunk_id, heading, text FROM \"{}\".chunks",
+                schema.name
+            )
+            .as_str(),
+            &[],
+        )
+        .expect("read the shared chunks");
+    for row in rows {
+        let (id, heading, text): (Vec<u8>, String, String) = (row.get(0), row.get(1), row.get(2));
+        let heading_path: Vec<String> = serde_json::from_str(&heading).expect("heading JSON");
+        let old_id = crate::served_text::chunk_id_v1(&heading_path, &text).to_vec();
+        let old_text = if text == indented {
+            unindented
+        } else {
+            text.as_str()
+        };
+        let name = &schema.name;
+        shared
+            .execute(
+                format!(
+                    "UPDATE \"{name}\".chunks SET chunk_id = $2, text = $3 WHERE chunk_id = $1"
+                )
+                .as_str(),
+                &[&id, &old_id, &old_text],
+            )
+            .expect("rewrite a shared chunk");
+        shared
+            .execute(
+                format!("UPDATE \"{name}\".doc_chunks SET chunk_id = $2 WHERE chunk_id = $1")
+                    .as_str(),
+                &[&id, &old_id],
+            )
+            .expect("rewrite a shared chunk");
+    }
+    drop(shared);
+    // A replica made now copies the older rows.
+    replica.sync();
+    assert!(
+        replica
+            .export()
+            .values()
+            .any(|chunk| chunk.text == unindented),
+        "the replica did not copy the older state"
+    );
+
+    let report = writer.ingest(&env.docs);
+    assert_eq!(report["documents"]["rechunked"], 2, "{report}");
+    assert_eq!(report["chunks"]["added"], 2, "{report}");
+    assert_eq!(report["chunks"]["removed"], 2, "{report}");
+    replica.sync();
+    assert_all_equal_clean(&env, &schema, &[&writer, &replica]);
 }
 
 #[test]

@@ -146,8 +146,8 @@ impl Env {
         self.json(&["search", query, "--json", "--top-k", &top_k.to_string()])
     }
 
-    /// Every exported chunk: chunk ID to its sorted paths.
-    pub fn export(&self) -> BTreeMap<String, Vec<String>> {
+    /// Every exported chunk: chunk ID to its sorted paths and the passage served for it.
+    pub fn export(&self) -> BTreeMap<String, Exported> {
         export_of(self)
     }
 
@@ -165,14 +165,25 @@ impl Env {
     }
 }
 
-fn export_of(env: &Env) -> BTreeMap<String, Vec<String>> {
+/// One chunk of `export`: where it appears, and the heading path and text served for it. A
+/// comparison of two exports compares the text too, so a store that serves another variant of
+/// a passage than a clean ingest would is told apart even under the same chunk ID.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exported {
+    pub paths: Vec<String>,
+    pub heading: String,
+    pub text: String,
+}
+
+fn export_of(env: &Env) -> BTreeMap<String, Exported> {
     let output = env.run(&["export"]);
     assert_success(&output, &["export"]);
     parse_export(&String::from_utf8_lossy(&output.stdout))
 }
 
-/// `export`'s output as chunk ID to sorted paths; a chunk listed twice fails the test.
-pub fn parse_export(text: &str) -> BTreeMap<String, Vec<String>> {
+/// `export`'s output as chunk ID to sorted paths, heading and text; a chunk listed twice fails
+/// the test.
+pub fn parse_export(text: &str) -> BTreeMap<String, Exported> {
     let mut chunks = BTreeMap::new();
     for line in text.lines() {
         let value: Value = serde_json::from_str(line).expect("export line is JSON");
@@ -184,8 +195,13 @@ pub fn parse_export(text: &str) -> BTreeMap<String, Vec<String>> {
             .map(|p| p.as_str().expect("path").to_string())
             .collect();
         paths.sort();
+        let exported = Exported {
+            paths,
+            heading: value["heading"].as_str().expect("heading").to_string(),
+            text: value["text"].as_str().expect("text").to_string(),
+        };
         assert!(
-            chunks.insert(id.clone(), paths).is_none(),
+            chunks.insert(id.clone(), exported).is_none(),
             "export repeats {id}"
         );
     }
@@ -193,7 +209,7 @@ pub fn parse_export(text: &str) -> BTreeMap<String, Vec<String>> {
 }
 
 /// What a clean ingest of `docs` into a fresh store holds.
-pub fn clean_export(docs: &Path) -> BTreeMap<String, Vec<String>> {
+pub fn clean_export(docs: &Path) -> BTreeMap<String, Exported> {
     let clean = Env::empty();
     let output = clean
         .command(&[

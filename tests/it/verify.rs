@@ -24,6 +24,44 @@ fn healthy_store_verifies() {
 }
 
 #[test]
+fn a_chunk_whose_text_was_altered_in_the_ledger_is_named() {
+    let env = Env::sample();
+    env.ingest();
+    let victim = env.export().keys().next().expect("a chunk").clone();
+    let ledger = rusqlite::Connection::open(env.store.join("ledger.sqlite")).expect("open ledger");
+    let bytes: Vec<u8> = (0..32)
+        .map(|i| u8::from_str_radix(&victim[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect();
+    // White space alone: what a chunk ID of whitespace-folded text could not see.
+    let altered = ledger
+        .execute(
+            "UPDATE chunks SET text = replace(text, ' ', '  ') WHERE chunk_id = ?1",
+            [bytes],
+        )
+        .expect("alter the text");
+    assert_eq!(altered, 1);
+    drop(ledger);
+    let (code, report) = verify(&env);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(
+        report["altered_in_ledger"],
+        serde_json::json!([victim]),
+        "{report}"
+    );
+    assert_eq!(report["missing_from_index"], serde_json::json!([]));
+    assert_eq!(report["lag_only"], false);
+    assert_eq!(report["identical"], false);
+    let text = env.run(&["verify"]);
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "text does not hash to its ID in the ledger: {victim}"
+        )),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn a_chunk_missing_from_the_ledger_is_named() {
     let env = Env::sample();
     env.ingest();
