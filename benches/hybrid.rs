@@ -232,10 +232,13 @@ fn main() {
         );
     }
     if let Some(dir) = std::env::var_os("GROUNDIDX_BENCH_MODEL") {
-        let model = embed::load(&ModelConfig::Local(LocalConfig {
-            dir: PathBuf::from(dir),
-            ..LocalConfig::default()
-        }))
+        let model = embed::load(
+            &ModelConfig::Local(LocalConfig {
+                dir: PathBuf::from(dir),
+                ..LocalConfig::default()
+            }),
+            &[],
+        )
         .expect("load the model");
         let mut times: Vec<f64> = queries
             .iter()

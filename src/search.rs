@@ -174,7 +174,10 @@ pub fn query_model(
     let choice = choose_query_model(ledger, configured)?;
     Ok(QueryModel {
         model: match &choice.chosen {
-            Some((config, _)) => Some(crate::embed::load(config)?),
+            Some((config, _)) => Some(crate::embed::load(
+                config,
+                &crate::store::recorded_models(ledger)?,
+            )?),
             None => None,
         },
         notice: choice.notice,

@@ -96,7 +96,12 @@ pub fn status(dir: &Path) -> Result<StatusReport> {
     let counts = ledger.counts()?;
     let mut models = Vec::new();
     let active = ledger.active_model()?.map(|m| m.fingerprint);
-    for model in ledger.models()? {
+    for mut model in ledger.models()? {
+        // A remote model's answer to the probe is how it is known again, not what it is: it is
+        // hundreds of numbers nobody reads.
+        if let Some(description) = model.description.as_object_mut() {
+            description.remove("probe");
+        }
         let coverage = ledger.vector_coverage(&model.fingerprint)?;
         models.push(ModelStatus {
             model: model.fingerprint.to_hex(),

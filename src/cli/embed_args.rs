@@ -104,7 +104,9 @@ pub fn load_query_model(
     let ledger = match groundidx::store::open_ledger(dir) {
         Ok(ledger) => ledger,
         Err(Error::NoStore { .. }) => {
-            return match configured.as_ref().map(groundidx::embed::load).transpose() {
+            // No store, no recorded model: a remote model gets a new fingerprint.
+            let load = |config| groundidx::embed::load(config, &[]);
+            return match configured.as_ref().map(load).transpose() {
                 Err(err @ Error::Model { .. }) => {
                     output::notice(&format!("{err}; searching by words alone"));
                     Ok(None)

@@ -7,8 +7,11 @@
 //! The fingerprint is what vectors are keyed by in the ledger: for a local model, a hash of its
 //! weights, tokenizer, pooling, normalisation, prefixes and maximum length; for a remote one, of
 //! the model name, prefixes and maximum length and of what the server answers to a fixed probe
-//! text (its dimensions and its vector, rounded), since a name alone does not say which weights
-//! answer (not the address: the same model behind another server gives the same vectors).
+//! text, since a name alone does not say which weights answer (not the address: the same model
+//! behind another server gives the same vectors). The probe's vector is compared by cosine with
+//! the probes of the models a store recorded (`RecordedModel`, handed in by the caller), never
+//! hashed as it is: a float that differs in its last digits from call to call must not make a
+//! new model.
 //! `stat_key` is a cheap summary of what a local fingerprint was computed from (file sizes and
 //! times, settings), so a caller can cache the fingerprint and a no-op run never reads the
 //! weights; a remote model has none, its fingerprint is the probe's answer. Hashing is done by
@@ -88,6 +91,14 @@ impl fmt::Debug for Fingerprint {
     }
 }
 
+/// A model a store recorded: its fingerprint and what `Embedder::describe` said of it then (for
+/// a remote model, its answer to the probe). A remote model's fingerprint is chosen among these.
+#[derive(Clone, Debug)]
+pub struct RecordedModel {
+    pub fingerprint: Fingerprint,
+    pub description: serde_json::Value,
+}
+
 /// A loaded model.
 pub trait Embedder: Send + Sync {
     fn fingerprint(&self) -> Fingerprint;
@@ -153,18 +164,20 @@ pub fn stat_key(config: &ModelConfig) -> Result<Option<String>> {
 }
 
 /// The fingerprint, computed from the files (local; loads nothing) or from the server's answer
-/// to the probe (remote; one request per process and endpoint, see `remote::PROBE_FRESH_FOR`).
-pub fn fingerprint(config: &ModelConfig) -> Result<Fingerprint> {
+/// to the probe (remote; one request per process and endpoint, see `remote::PROBE_FRESH_FOR`),
+/// which names the recorded model that answered the same probe, if one did (see
+/// `remote::SAME_MODEL_COSINE`). A local model ignores `recorded`.
+pub fn fingerprint(config: &ModelConfig, recorded: &[RecordedModel]) -> Result<Fingerprint> {
     match config {
         ModelConfig::Local(local) => local::fingerprint(local),
-        ModelConfig::Remote(remote) => remote::fingerprint(remote),
+        ModelConfig::Remote(remote) => remote::fingerprint(remote, recorded),
     }
 }
 
 /// Loads the model (a local one into memory; a remote one is probed, see `fingerprint`).
-pub fn load(config: &ModelConfig) -> Result<Arc<dyn Embedder>> {
+pub fn load(config: &ModelConfig, recorded: &[RecordedModel]) -> Result<Arc<dyn Embedder>> {
     match config {
         ModelConfig::Local(local) => Ok(Arc::new(local::LocalModel::load(local)?)),
-        ModelConfig::Remote(remote) => Ok(Arc::new(remote::RemoteModel::new(remote)?)),
+        ModelConfig::Remote(remote) => Ok(Arc::new(remote::RemoteModel::new(remote, recorded)?)),
     }
 }

@@ -7,9 +7,12 @@
 //!
 //! A name says nothing about the weights behind it: a server may update the model it serves
 //! under the same name, or serve it in other dimensions. So loading sends one fixed text, the
-//! probe, and the fingerprint is made of what came back (its dimensions and its vector, rounded
-//! to one decimal) with the name, prefixes and cut: a model that changed behind its name is a new
-//! model whose vectors are a new set, and the same model behind another address is the same.
+//! probe, and the model is named by its name, prefixes, cut and the probe's dimensions (exactly)
+//! and by the probe's vector, compared by cosine with the probe each recorded model of the same
+//! name, prefixes, cut and dimensions answered (kept in its description): a close enough answer
+//! is that model, whatever its last digits (a GPU server in fp16 varies there from call to call);
+//! no close answer is a new model, whose vectors are a new set. The same model behind another
+//! address is the same.
 //! The probe is sent once per endpoint and model name per process (again after
 //! `PROBE_FRESH_FOR`, for a server that runs for days), not once per batch. A server that
 //! cannot be reached fails before any work, with the address in the error.
@@ -20,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use super::{Embedder, Fingerprint, RemoteConfig};
+use super::{Embedder, Fingerprint, RecordedModel, RemoteConfig};
 use crate::error::{Error, Result};
 use crate::ids::{self, StreamHash};
 
@@ -36,23 +39,113 @@ const MAX_PAUSE: Duration = Duration::from_secs(10);
 const PROBE_TEXT: &str = "dimension probe";
 /// How long a probe's answer stands for the model behind an endpoint in this process.
 pub const PROBE_FRESH_FOR: Duration = Duration::from_secs(60);
-/// The rounding step of the probe's vector in the fingerprint: coarse, so that the last bits
-/// of a float (a GPU server may vary there from call to call) do not make a new model, while any
-/// real change of the weights moves some of the probe's hundreds of numbers across a step.
+/// The least cosine between the probe's answer now and a recorded model's for the two to be one
+/// model. Float noise is far above it: a server in fp16 or bf16, or one that batches requests
+/// differently, moves each number of a unit vector by about 1e-3, which in 384 to 4096
+/// dimensions is a distance of 0.02 to 0.06 and a cosine of 0.9998 to 0.998 at worst (the
+/// distance squared over two: 0.0002 to 0.0018, so 0.999 holds up to about 1e-3 per number in
+/// 1000 dimensions and a bit less beyond). Another model is far below it: a retrained or
+/// fine-tuned model answers the same text at a cosine well under 0.99, and a model of another
+/// size is never compared (its dimensions differ). The same weights served at another precision
+/// may stay above it, and are then the same model: their vectors are that close to the old.
+pub const SAME_MODEL_COSINE: f64 = 0.999;
+/// The rounding step of the probe's vector in a new model's fingerprint. The fingerprint only
+/// needs to be a name nobody else has: whether two answers are one model is the cosine's to
+/// say, never the rounding's.
 const PROBE_STEPS_PER_UNIT: f32 = 10.0;
 
 /// The probe's answers, by endpoint and model name, with when each came.
 type Probes = HashMap<(String, String), (Instant, Vec<f32>)>;
 static PROBES: LazyLock<Mutex<Probes>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
-/// The fingerprint of a remote model: its name, prefixes and cut, and what it answered to the
-/// probe (its dimensions and its vector, rounded). Sends the probe unless this process sent it
-/// to this endpoint less than `PROBE_FRESH_FOR` ago.
-pub fn fingerprint(config: &RemoteConfig) -> Result<Fingerprint> {
-    Ok(RemoteModel::new(config)?.fingerprint)
+/// The fingerprint of a remote model: the recorded model with the same name, prefixes, cut and
+/// dimensions whose probe is closest to the one answered now, at a cosine of at least
+/// `SAME_MODEL_COSINE`; else a new one. Sends the probe unless this process sent it to this
+/// endpoint less than `PROBE_FRESH_FOR` ago.
+pub fn fingerprint(config: &RemoteConfig, recorded: &[RecordedModel]) -> Result<Fingerprint> {
+    Ok(RemoteModel::new(config, recorded)?.fingerprint)
 }
 
-fn fingerprint_of(config: &RemoteConfig, probe: &[f32]) -> Fingerprint {
+/// Names the model that answered `probe`: a recorded one of the same settings and dimensions
+/// whose recorded probe is close enough (the closest, if several are), else a new fingerprint.
+fn identify(config: &RemoteConfig, probe: &[f32], recorded: &[RecordedModel]) -> Fingerprint {
+    let mut closest: Option<(f64, Fingerprint)> = None;
+    let mut taken = Vec::new();
+    for model in recorded {
+        let Some(recorded_probe) = recorded_probe(config, probe.len(), &model.description) else {
+            continue;
+        };
+        let similarity = cosine(probe, &recorded_probe);
+        if similarity >= SAME_MODEL_COSINE {
+            if closest.is_none_or(|(best, _)| similarity > best) {
+                closest = Some((similarity, model.fingerprint));
+            }
+        } else {
+            taken.push(model.fingerprint);
+        }
+    }
+    if let Some((_, fingerprint)) = closest {
+        return fingerprint;
+    }
+    let new = fingerprint_of(config, probe, Salt::Rounded);
+    if taken.contains(&new) {
+        // Another model's probe rounds like this one but is not close to it: the exact numbers
+        // name this one, so the two are never one set of vectors.
+        return fingerprint_of(config, probe, Salt::Exact);
+    }
+    new
+}
+
+/// The probe a recorded model answered, when that model has the same name, prefixes, cut and
+/// `dims` as `config`'s; `None` for any other model (a local one, another name, another size,
+/// or one recorded before probes were kept).
+fn recorded_probe(
+    config: &RemoteConfig,
+    dims: usize,
+    description: &serde_json::Value,
+) -> Option<Vec<f32>> {
+    let text = |key: &str| description.get(key).and_then(|v| v.as_str());
+    let same = text("kind") == Some("remote")
+        && text("name") == Some(config.model.as_str())
+        && text("query_prefix") == config.query_prefix.as_deref()
+        && text("passage_prefix") == config.passage_prefix.as_deref()
+        && description.get("max_chars").and_then(|v| v.as_u64())
+            == config.max_chars.map(|n| n as u64)
+        && description.get("dims").and_then(|v| v.as_u64()) == Some(dims as u64);
+    if !same {
+        return None;
+    }
+    let numbers = description.get("probe")?.as_array()?;
+    let probe: Vec<f32> = numbers
+        .iter()
+        .map(|x| x.as_f64().map(|x| x as f32))
+        .collect::<Option<_>>()?;
+    (probe.len() == dims).then_some(probe)
+}
+
+/// The cosine of two vectors of one length, summed in f64; 0 when either is zero.
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot = |x: &[f32], y: &[f32]| {
+        x.iter()
+            .zip(y)
+            .map(|(&p, &q)| f64::from(p) * f64::from(q))
+            .sum::<f64>()
+    };
+    let norms = (dot(a, a) * dot(b, b)).sqrt();
+    if norms > 0.0 { dot(a, b) / norms } else { 0.0 }
+}
+
+/// What makes a new model's fingerprint unique beside its settings.
+#[derive(Clone, Copy)]
+enum Salt {
+    /// The probe rounded to `PROBE_STEPS_PER_UNIT`: the same as before probes were recorded, so
+    /// a store's earlier remote models keep their names when their server has not changed.
+    Rounded,
+    /// The probe's exact numbers, when the rounded one is another model's.
+    Exact,
+}
+
+fn fingerprint_of(config: &RemoteConfig, probe: &[f32], salt: Salt) -> Fingerprint {
     let mut hash = StreamHash::new(ids::MODEL_VERSION);
     // A tag of its own: a fingerprint made from the settings alone never equals this one.
     hash.part(b"remote-probed")
@@ -78,6 +171,10 @@ fn fingerprint_of(config: &RemoteConfig, probe: &[f32]) -> Fingerprint {
         .map(|x| (x * PROBE_STEPS_PER_UNIT).round() as i8 as u8)
         .collect();
     hash.part(&rounded);
+    if let Salt::Exact = salt {
+        let exact: Vec<u8> = probe.iter().flat_map(|x| x.to_le_bytes()).collect();
+        hash.part(b"exact").part(&exact);
+    }
     Fingerprint(hash.finish())
 }
 
@@ -87,6 +184,8 @@ pub struct RemoteModel {
     agent: ureq::Agent,
     fingerprint: Fingerprint,
     dims: usize,
+    /// The probe's answer this model was named by, recorded with the model by `describe`.
+    probe: Vec<f32>,
 }
 
 #[derive(Deserialize)]
@@ -107,7 +206,7 @@ enum Failure {
 }
 
 impl RemoteModel {
-    pub fn new(config: &RemoteConfig) -> Result<RemoteModel> {
+    pub fn new(config: &RemoteConfig, recorded: &[RecordedModel]) -> Result<RemoteModel> {
         if !(config.url.starts_with("http://") || config.url.starts_with("https://")) {
             return Err(Error::Model {
                 model: config.url.clone(),
@@ -124,6 +223,7 @@ impl RemoteModel {
             agent,
             fingerprint: Fingerprint([0; 32]),
             dims: 0,
+            probe: Vec::new(),
         };
         let probe = model.probe()?;
         model.dims = probe.len();
@@ -133,7 +233,8 @@ impl RemoteModel {
                 model.dims
             )));
         }
-        model.fingerprint = fingerprint_of(config, &probe);
+        model.fingerprint = identify(config, &probe, recorded);
+        model.probe = probe;
         Ok(model)
     }
 
@@ -330,6 +431,7 @@ impl Embedder for RemoteModel {
             "query_prefix": self.config.query_prefix,
             "passage_prefix": self.config.passage_prefix,
             "max_chars": self.config.max_chars,
+            "probe": self.probe,
         })
     }
 
@@ -368,27 +470,130 @@ impl Embedder for RemoteModel {
 
 #[cfg(test)]
 mod tests {
-    use super::{fingerprint_of, normalise};
-    use crate::embed::RemoteConfig;
+    use super::{SAME_MODEL_COSINE, cosine, identify, normalise};
+    use crate::embed::{Fingerprint, RecordedModel, RemoteConfig};
 
-    #[test]
-    fn the_fingerprint_follows_the_probes_answer_but_not_its_last_bits() {
-        let config = RemoteConfig {
+    fn words() -> RemoteConfig {
+        RemoteConfig {
             model: "words".into(),
             ..RemoteConfig::default()
-        };
-        let probe = [0.62f32, -0.31, 0.12, 0.71];
-        let noisy: Vec<f32> = probe.iter().map(|x| x + 1e-6).collect();
-        let updated = [0.58f32, -0.36, 0.12, 0.71];
-        let of = |vector: &[f32]| fingerprint_of(&config, vector);
-        assert_eq!(of(&probe), of(&noisy), "float noise is not a new model");
-        assert_ne!(of(&probe), of(&updated), "other weights are");
-        assert_ne!(of(&probe), of(&probe[..3]), "and so are other dimensions");
+        }
+    }
+
+    /// What `describe` records of a model named `fingerprint` that answered `probe`.
+    fn recorded(config: &RemoteConfig, fingerprint: Fingerprint, probe: &[f32]) -> RecordedModel {
+        RecordedModel {
+            fingerprint,
+            description: serde_json::json!({
+                "kind": "remote",
+                "url": "http://127.0.0.1:1/v1/embeddings",
+                "name": config.model,
+                "dims": probe.len(),
+                "query_prefix": config.query_prefix,
+                "passage_prefix": config.passage_prefix,
+                "max_chars": config.max_chars,
+                "probe": probe,
+            }),
+        }
+    }
+
+    /// A probe of 384 numbers, about unit length like a real one, each half a rounding step
+    /// (0.05 at one decimal) from a whole step, where the least noise rounds either way.
+    fn probe_on_the_rounding_edges() -> Vec<f32> {
+        (0..384)
+            .map(|i| {
+                let sign = if i % 3 == 0 { -1.0 } else { 1.0 };
+                let steps = if i % 16 == 0 { 1.0 } else { 0.0 };
+                sign * (steps + 0.5) / 10.0
+            })
+            .collect()
+    }
+
+    /// The probe with `size` added to or taken from each number, by a fixed pseudo-random sign.
+    fn with_noise(probe: &[f32], size: f32, seed: u64) -> Vec<f32> {
+        probe
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                let bits = (i as u64 ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 63;
+                x + if bits == 1 { size } else { -size }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn float_noise_on_the_probe_keeps_the_recorded_model() {
+        let config = words();
+        let probe = probe_on_the_rounding_edges();
+        let first = identify(&config, &probe, &[]);
+        let store = [recorded(&config, first, &probe)];
+        for (size, seed) in [(1e-6, 1), (1e-6, 2), (1e-3, 3), (1e-3, 4), (1e-3, 5)] {
+            let noisy = with_noise(&probe, size, seed);
+            assert_eq!(
+                identify(&config, &noisy, &store),
+                first,
+                "noise of {size} made a new model"
+            );
+        }
+    }
+
+    #[test]
+    fn another_answer_other_dimensions_or_another_name_is_a_new_model() {
+        let config = words();
+        let probe = probe_on_the_rounding_edges();
+        let first = identify(&config, &probe, &[]);
+        let store = [recorded(&config, first, &probe)];
+        // Other weights: a quarter of the numbers change sign.
+        let updated: Vec<f32> = probe
+            .iter()
+            .enumerate()
+            .map(|(i, x)| if i % 4 == 0 { -x } else { *x })
+            .collect();
+        let new = identify(&config, &updated, &store);
+        assert_ne!(new, first, "other weights are another model");
+        assert_ne!(
+            identify(&config, &probe[..383], &store),
+            first,
+            "so is another size"
+        );
         let renamed = RemoteConfig {
             model: "words-v2".into(),
             ..config.clone()
         };
-        assert_ne!(of(&probe), fingerprint_of(&renamed, &probe));
+        assert_ne!(
+            identify(&renamed, &probe, &store),
+            first,
+            "and another name"
+        );
+        // Both recorded: each answer names its own.
+        let both = [store[0].clone(), recorded(&config, new, &updated)];
+        assert_eq!(
+            identify(&config, &with_noise(&probe, 1e-3, 9), &both),
+            first
+        );
+        assert_eq!(
+            identify(&config, &with_noise(&updated, 1e-3, 9), &both),
+            new
+        );
+    }
+
+    #[test]
+    fn a_new_answer_that_rounds_like_a_recorded_one_is_still_a_new_model() {
+        let config = words();
+        // Far from the rounding edges, so that a change the cosine sees does not show there.
+        let probe: Vec<f32> = (0..384)
+            .map(|i| if i % 2 == 0 { 0.02 } else { -0.03 })
+            .collect();
+        let first = identify(&config, &probe, &[]);
+        let store = [recorded(&config, first, &probe)];
+        // Moved across the probe (a cosine of about 0.988), every number still rounding to 0.
+        let moved: Vec<f32> = probe
+            .iter()
+            .enumerate()
+            .map(|(i, x)| if i % 4 < 2 { x + 0.004 } else { x - 0.004 })
+            .collect();
+        assert!(cosine(&probe, &moved) < SAME_MODEL_COSINE);
+        assert_ne!(identify(&config, &moved, &store), first);
     }
 
     #[test]

@@ -63,12 +63,12 @@ pub fn passage_text(chunk: &StoredChunk) -> String {
 fn cached_model_fingerprint(store: &mut Store, config: &ModelConfig) -> Result<Fingerprint> {
     let Some(stat_key) = embed::stat_key(config)? else {
         // A remote model: its server's answer to the probe is the only way to know it.
-        return embed::fingerprint(config);
+        return crate::store::model_fingerprint(store.ledger(), config);
     };
     if let Some(fingerprint) = store.ledger().cached_fingerprint(&stat_key)? {
         return Ok(fingerprint);
     }
-    let fingerprint = embed::fingerprint(config)?;
+    let fingerprint = embed::fingerprint(config, &[])?;
     store
         .ledger_mut()
         .cache_fingerprint(&stat_key, &fingerprint)?;
@@ -143,7 +143,7 @@ fn embed_store(
         (_, Some(model)) => Some(model),
         (_, None) => {
             tracing::info!(missing, "loading the embedding model");
-            owned = embed::load(config)?;
+            owned = embed::load(config, &crate::store::recorded_models(store.ledger())?)?;
             report.model_loaded = true;
             Some(owned.as_ref())
         }

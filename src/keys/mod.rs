@@ -487,9 +487,14 @@ impl Agent {
     }
 
     /// Sets the model that embeds queries, for this reader and every one opened later.
+    ///
+    /// Done under the reader's lock, as `reload` installs a new reader: otherwise a reader
+    /// swapped in between the two writes here would keep the model it was given before, for
+    /// ever, while the server believed it held the new one.
     pub fn set_query_model(&self, model: Option<Arc<dyn crate::embed::Embedder>>) {
+        let reader = self.reader.write().unwrap_or_else(|e| e.into_inner());
         *self.query_model.write().unwrap_or_else(|e| e.into_inner()) = model.clone();
-        if let Some(reader) = self.current_reader() {
+        if let Some(reader) = reader.as_ref() {
             reader.set_embedder(model);
         }
     }
@@ -542,13 +547,14 @@ impl Agent {
         }
         let held = held_model.map(|model| model.fingerprint());
         let choice = self.read_ledger(|ledger| {
-            crate::search::choose_query_model(ledger, self.configured_model.as_ref())
+            let choice = crate::search::choose_query_model(ledger, self.configured_model.as_ref())?;
+            Ok((choice, crate::store::recorded_models(ledger)?))
         });
         let short = |fingerprint: crate::embed::Fingerprint| fingerprint.to_hex()[..12].to_string();
         match choice {
-            Ok(choice) => match choice.chosen {
+            Ok((choice, recorded)) => match choice.chosen {
                 Some((_, fingerprint)) if Some(fingerprint) == held => {}
-                Some((config, fingerprint)) => match crate::embed::load(&config) {
+                Some((config, fingerprint)) => match crate::embed::load(&config, &recorded) {
                     Ok(model) => {
                         tracing::info!(model = %short(fingerprint), "the store's active model changed; queries are embedded with it now");
                         self.set_query_model(Some(model));
@@ -600,9 +606,12 @@ impl Agent {
             return Ok(reader.index().reload()?.0);
         }
         let reader = Arc::new(StoreReader::open(&self.store_dir)?);
-        reader.set_embedder(self.query_model());
         let generation = reader.index().snapshot().generation().0;
-        *self.reader.write().unwrap_or_else(|e| e.into_inner()) = Some(reader);
+        // The query model is read under the reader's lock, which `set_query_model` holds while
+        // it changes the model: the new reader gets the model that is current when it goes in.
+        let mut current = self.reader.write().unwrap_or_else(|e| e.into_inner());
+        reader.set_embedder(self.query_model());
+        *current = Some(reader);
         Ok(generation)
     }
 

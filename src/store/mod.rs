@@ -615,7 +615,8 @@ fn writer_of<'a>(slot: &'a mut Option<Writer>, index: &Index) -> Result<&'a mut 
 
 /// The fingerprint of a configured model, from the ledger's cache when its files have not
 /// changed since it was computed (then nothing of the model is read), else computed (a remote
-/// model is always asked: see `embed::stat_key`).
+/// model is always asked, and named after the recorded model that answered its probe alike:
+/// see `embed::stat_key` and `embed::fingerprint`).
 pub fn model_fingerprint(
     ledger: &Ledger,
     config: &crate::embed::ModelConfig,
@@ -625,7 +626,20 @@ pub fn model_fingerprint(
     {
         return Ok(fingerprint);
     }
-    crate::embed::fingerprint(config)
+    crate::embed::fingerprint(config, &recorded_models(ledger)?)
+}
+
+/// The models the ledger records, as the embedding models need them to know a remote model
+/// again by its answer to the probe (`embed::fingerprint`, `embed::load`).
+pub fn recorded_models(ledger: &Ledger) -> Result<Vec<crate::embed::RecordedModel>> {
+    Ok(ledger
+        .models()?
+        .into_iter()
+        .map(|model| crate::embed::RecordedModel {
+            fingerprint: model.fingerprint,
+            description: model.description,
+        })
+        .collect())
 }
 
 /// Opens an existing store's ledger for reading, without the index: for the commands that read

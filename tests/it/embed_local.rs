@@ -249,8 +249,9 @@ fn other_poolings_and_prompts_match_sentence_transformers() {
 fn fingerprint_is_the_loaded_one_and_follows_the_weights_and_settings() {
     let Some(dir) = minilm() else { return };
     let config = local(&dir);
-    let streamed = embed::fingerprint(&ModelConfig::Local(config.clone())).expect("fingerprint");
-    let model = embed::load(&ModelConfig::Local(config.clone())).expect("load");
+    let streamed =
+        embed::fingerprint(&ModelConfig::Local(config.clone()), &[]).expect("fingerprint");
+    let model = embed::load(&ModelConfig::Local(config.clone()), &[]).expect("load");
     assert_eq!(
         model.fingerprint(),
         streamed,
@@ -267,7 +268,7 @@ fn fingerprint_is_the_loaded_one_and_follows_the_weights_and_settings() {
 fn fingerprint_and_stat_key_change_exactly_when_an_input_does() {
     let (_temp, dir) = synthetic_folder("plain-model");
     let fingerprint = |config: &LocalConfig| {
-        embed::fingerprint(&ModelConfig::Local(config.clone())).expect("fingerprint")
+        embed::fingerprint(&ModelConfig::Local(config.clone()), &[]).expect("fingerprint")
     };
     let stat_key = |config: &LocalConfig| {
         embed::stat_key(&ModelConfig::Local(config.clone())).expect("stat key")
@@ -415,7 +416,7 @@ fn unusable_folders_fail_with_the_folder_the_file_and_a_hint() {
     fs::rename(dir.join("tokenizer.json"), dir.join("tokenizer.json.away")).expect("hide");
     let message = model_error(LocalModel::load(&config));
     assert_names(&message, &dir, "tokenizer.json is missing");
-    let message = model_error(embed::fingerprint(&ModelConfig::Local(config.clone())));
+    let message = model_error(embed::fingerprint(&ModelConfig::Local(config.clone()), &[]));
     assert_names(&message, &dir, "tokenizer.json is missing");
     fs::rename(dir.join("tokenizer.json.away"), dir.join("tokenizer.json")).expect("restore");
 
@@ -588,7 +589,7 @@ fn a_hostile_folder_is_refused_after_a_bounded_read_naming_the_file_and_the_limi
         fs::File::create(dir.join(name))
             .and_then(|file| file.set_len(size))
             .expect("a sparse file");
-        let message = model_error(embed::fingerprint(&ModelConfig::Local(local(&dir))));
+        let message = model_error(embed::fingerprint(&ModelConfig::Local(local(&dir)), &[]));
         assert_names(&message, &dir, name);
         assert!(message.contains("over the limit of"), "{message}");
     }

@@ -23,6 +23,9 @@ pub enum Vectors {
     WordsUpdated,
     /// The word vectors cut to their first 48 dimensions (a model of another size).
     Shorter,
+    /// The word vectors with float noise, as a GPU server in fp16 answers: every number sits
+    /// on the edge of a one-decimal rounding and moves by 1e-3 either way, anew each request.
+    Noisy,
     /// The local model.
     Model(Arc<dyn Embedder>),
     /// Word vectors for a first request (the probe), then a broken answer of this kind:
@@ -64,10 +67,13 @@ pub fn model_dir() -> Option<PathBuf> {
 pub fn local_model() -> Option<Arc<dyn Embedder>> {
     let dir = model_dir()?;
     Some(
-        embed::load(&ModelConfig::Local(LocalConfig {
-            dir,
-            ..LocalConfig::default()
-        }))
+        embed::load(
+            &ModelConfig::Local(LocalConfig {
+                dir,
+                ..LocalConfig::default()
+            }),
+            &[],
+        )
         .expect("load the local model"),
     )
 }
@@ -91,6 +97,24 @@ fn seeded_word_vector(text: &str, seed: u64) -> Vec<f32> {
         v[0] = 1.0;
     }
     v
+}
+
+/// A unit word vector whose empty buckets hold 0.05 each (the words share the rest), with
+/// 1e-3 added to or taken from every number by signs drawn from `seed`.
+fn noisy_word_vector(text: &str, seed: u64) -> Vec<f32> {
+    let words = word_vector(text);
+    let norm = words.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let empty = words.iter().filter(|x| **x == 0.0).count() as f32;
+    let left = (1.0 - empty * 0.05 * 0.05).sqrt();
+    words
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let base = if *x == 0.0 { 0.05 } else { x / norm * left };
+            let sign = ((i as u64) ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 63;
+            base + if sign == 1 { 1e-3 } else { -1e-3 }
+        })
+        .collect()
 }
 
 /// A word vector with one more dimension.
@@ -219,6 +243,11 @@ fn serve(
                     .iter()
                     .map(|t| seeded_word_vector(t, 0x9e37_79b9_7f4a_7c15))
                     .collect(),
+                Vectors::Noisy => {
+                    // The passages counted so far differ from request to request.
+                    let seed = inputs.load(Ordering::SeqCst);
+                    batch.iter().map(|t| noisy_word_vector(t, seed)).collect()
+                }
                 Vectors::Shorter => batch
                     .iter()
                     .map(|t| {

@@ -87,7 +87,8 @@
 //!   one message whatever `RUST_BACKTRACE` says, after a bounded read of a hostile one.
 //! - `model_identity`: a remote model is named by what it answers to a probe, so a model
 //!   updated or resized under the same name is a new model, never mixed with the old, never
-//!   stored damaged or re-embedded in a loop; a running server follows the active model.
+//!   stored damaged or re-embedded in a loop, while float noise in its answers is the same
+//!   model; a running server follows the active model.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
 

@@ -1,7 +1,8 @@
 //! A model is what it claims to be: a remote model is named by what its server answers to a
 //! fixed probe (its dimensions and vector), not by its name alone, so a server that changes its
 //! model or its dimensions under the same name gives a new model whose vectors are a new set,
-//! never mixed with the old, never stored as damaged, never re-embedded in a loop; and a running
+//! never mixed with the old, never stored as damaged, never re-embedded in a loop, while a server
+//! whose answers differ only in their last digits stays one model; and a running
 //! server embeds queries with the model that is active now, not the one it loaded first.
 
 use std::time::{Duration, Instant};
@@ -98,6 +99,39 @@ fn a_model_updated_under_the_same_name_is_a_new_model_and_never_mixed_with_the_o
     let third = ingest(&env, &server);
     assert_eq!(model_of(&third), new);
     assert_eq!(third["embedding"]["embedded"], 0, "{third}");
+}
+
+#[test]
+fn a_server_whose_answers_vary_in_their_last_digits_is_one_model() {
+    let env = Env::sample();
+    let server = EmbedServer::start(Vectors::Noisy);
+    let first = ingest(&env, &server);
+    let model = model_of(&first);
+    assert_eq!(first["embedding"]["active"], true, "{first}");
+    env.write(
+        "notes/sizes.md",
+        "# Sizes\n\nThe staging bucket holds forty-two gigabytes of nightly snapshots.\n",
+    );
+
+    // Another process, another probe with other noise: the same model, so only the new
+    // passages are embedded.
+    let second = ingest(&env, &server);
+    assert_eq!(
+        model_of(&second),
+        model,
+        "a new model for float noise: {second}"
+    );
+    let new_chunks = second["embedding"]["chunks"].as_u64().expect("chunks")
+        - first["embedding"]["chunks"].as_u64().expect("chunks");
+    assert!(new_chunks > 0, "{second}");
+    assert_eq!(second["embedding"]["embedded"], new_chunks, "{second}");
+    assert_eq!(models(&env).len(), 1, "{:?}", models(&env));
+
+    // And a search's own probe finds it too: its query is compared with the vectors.
+    let hits = with_words(&env, &server, &["search", "nightly snapshots"]);
+    assert_eq!(hits["mode"], "hybrid", "{hits}");
+    assert!(hits.get("semantic_unavailable").is_none(), "{hits}");
+    assert_vectors_verified(&env);
 }
 
 #[test]
