@@ -1063,24 +1063,7 @@ impl BatchWriter<'_> {
     /// removed, so a chunk both lists hold stays in the index.
     fn rechunk(&mut self, doc_hash: &DocHash, document: &NewDocument) -> Result<()> {
         let context = || format!("chunk document {doc_hash} again");
-        let old_ids: Vec<ChunkId> = self
-            .tx
-            .prepare_cached("SELECT DISTINCT chunk_id FROM doc_chunks WHERE doc_hash = ?1")
-            .and_then(|mut stmt| {
-                stmt.query_map([doc_hash.as_bytes()], |row| chunk_id_column(row, 0))
-                    .and_then(|rows| rows.collect())
-            })
-            .map_err(sql_error(context()))?;
-        for sql in [
-            "DELETE FROM doc_chunks WHERE doc_hash = ?1",
-            "DELETE FROM doc_tags WHERE doc_hash = ?1",
-            "DELETE FROM documents WHERE doc_hash = ?1",
-        ] {
-            self.tx
-                .prepare_cached(sql)
-                .and_then(|mut stmt| stmt.execute([doc_hash.as_bytes()]))
-                .map_err(sql_error(context()))?;
-        }
+        let old_ids = self.remove_document_rows(doc_hash, &context)?;
         self.insert_document(doc_hash, document)?;
         self.drop_unreferenced(&old_ids, &context)
     }
@@ -1178,15 +1161,25 @@ impl BatchWriter<'_> {
             return Ok(());
         }
         let context = || format!("release document {doc_hash}");
-        let chunk_ids: Vec<ChunkId> = {
-            let mut stmt = self
-                .tx
-                .prepare_cached("SELECT DISTINCT chunk_id FROM doc_chunks WHERE doc_hash = ?1")
-                .map_err(sql_error(context()))?;
-            stmt.query_map([doc_hash.as_bytes()], |row| chunk_id_column(row, 0))
-                .and_then(|rows| rows.collect())
-                .map_err(sql_error(context()))?
-        };
+        let chunk_ids = self.remove_document_rows(doc_hash, &context)?;
+        self.drop_unreferenced(&chunk_ids, &context)
+    }
+
+    /// Deletes a document's rows (its chunk list, tags and the document) and returns the
+    /// distinct chunk IDs it referenced, for the caller to drop those no document holds now.
+    fn remove_document_rows(
+        &mut self,
+        doc_hash: &DocHash,
+        context: &dyn Fn() -> String,
+    ) -> Result<Vec<ChunkId>> {
+        let chunk_ids: Vec<ChunkId> = self
+            .tx
+            .prepare_cached("SELECT DISTINCT chunk_id FROM doc_chunks WHERE doc_hash = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_map([doc_hash.as_bytes()], |row| chunk_id_column(row, 0))
+                    .and_then(|rows| rows.collect())
+            })
+            .map_err(sql_error(context()))?;
         for sql in [
             "DELETE FROM doc_chunks WHERE doc_hash = ?1",
             "DELETE FROM doc_tags WHERE doc_hash = ?1",
@@ -1197,7 +1190,7 @@ impl BatchWriter<'_> {
                 .and_then(|mut stmt| stmt.execute([doc_hash.as_bytes()]))
                 .map_err(sql_error(context()))?;
         }
-        self.drop_unreferenced(&chunk_ids, &context)
+        Ok(chunk_ids)
     }
 
     fn log(&mut self, op: &str, chunk_id: &ChunkId) -> Result<()> {

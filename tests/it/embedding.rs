@@ -60,8 +60,8 @@ fn active_model(env: &Env) -> (String, u64, u64) {
     )
 }
 
-/// `verify` passes, the vector index included.
-fn assert_vectors_verified(env: &Env) {
+/// `verify` passes, the vector index included: every chunk with one vector.
+pub fn assert_vectors_verified(env: &Env) {
     let report = env.json(&["verify", "--json"]);
     assert_eq!(report["identical"], true, "verify: {report}");
     assert_eq!(report["vectors"]["identical"], true, "verify: {report}");

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::agent_http::serve;
 use crate::embed_server::{EmbedServer, Vectors, model_dir};
+use crate::embedding::assert_vectors_verified;
 use crate::support::Env;
 
 /// `ARGS… --json` with the embeddings server's flags for the model name `words`.
@@ -39,17 +40,6 @@ fn models(env: &Env) -> Vec<Value> {
         .as_array()
         .expect("models")
         .clone()
-}
-
-/// `verify` passes, every chunk with one vector of the recorded length.
-fn assert_vectors_verified(env: &Env) {
-    let report = env.json(&["verify", "--json"]);
-    assert_eq!(report["identical"], true, "verify: {report}");
-    assert_eq!(report["vectors"]["identical"], true, "verify: {report}");
-    assert_eq!(
-        report["vectors"]["ledger_vectors"], report["ledger_chunks"],
-        "every chunk has one vector: {report}"
-    );
 }
 
 #[test]
