@@ -132,7 +132,7 @@ impl RawSearcher {
     fn open(store: &Path) -> RawSearcher {
         let index = Index::open_in_dir(store.join("index")).expect("open index");
         index.tokenizers().register(
-            groundidx::index::ANALYZER_NAME,
+            &groundidx::index::analyzer_name(),
             groundidx::index::analyzer(),
         );
         let schema = index.schema();

@@ -56,9 +56,10 @@ const KEEP_REPLACED_FOR: Duration = Duration::from_secs(10 * 60);
 const CAPTURE_TRIES: usize = 16;
 
 pub use tokenizer::MAX_PARTS;
-/// The analyzer of every text field and query, and the name an index registers it under: for
-/// programs that open a store's index with Tantivy alone (the reference benchmarks).
-pub use tokenizer::{NAME as ANALYZER_NAME, analyzer};
+/// The analyzer of every text field and query, its version, and the name (with the version) an
+/// index registers it under: for programs that open a store's index with Tantivy alone (the
+/// reference benchmarks).
+pub use tokenizer::{VERSION as ANALYZER_VERSION, analyzer, name as analyzer_name};
 
 /// A chunk as the index receives it.
 #[derive(Clone, Debug)]
@@ -239,7 +240,7 @@ fn schema() -> (Schema, Fields) {
     let mut builder = Schema::builder();
     let words = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default()
-            .set_tokenizer(tokenizer::NAME)
+            .set_tokenizer(&tokenizer::name())
             .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     let fields = Fields {
@@ -259,6 +260,17 @@ fn schema() -> (Schema, Fields) {
         ids: builder.add_text_field("ids", STRING),
     };
     (builder.build(), fields)
+}
+
+/// The analyzer the text field `name` of `schema` names, when it has one.
+fn analyzer_of(schema: &Schema, name: &str) -> Option<String> {
+    let field = schema.get_field(name).ok()?;
+    match schema.get_field_entry(field).field_type() {
+        tantivy::schema::FieldType::Str(options) => options
+            .get_indexing_options()
+            .map(|indexing| indexing.tokenizer().to_string()),
+        _ => None,
+    }
 }
 
 fn index_error(context: impl Into<String>) -> impl FnOnce(tantivy::TantivyError) -> Error {
@@ -419,14 +431,20 @@ impl Index {
         if index.schema() != expected {
             return Err(Error::IndexUnusable {
                 path: dir.to_path_buf(),
-                reason: "its schema is not the one this groundidx writes".into(),
+                reason: match analyzer_of(&index.schema(), "body") {
+                    Some(made_by) if made_by != tokenizer::name() => format!(
+                        "its words were made by another analyzer ({made_by}, not {})",
+                        tokenizer::name()
+                    ),
+                    _ => "its schema is not the one this groundidx writes".into(),
+                },
             });
         }
         // Tokenizers are not saved with an index: every opening registers the one analyzer
         // the schema names, for the writer, the queries and the snippets alike.
         index
             .tokenizers()
-            .register(tokenizer::NAME, tokenizer::analyzer());
+            .register(&tokenizer::name(), tokenizer::analyzer());
         // Opening the reader opens every segment's files, so a missing or truncated file is
         // found here rather than in the middle of a search.
         let reader = index

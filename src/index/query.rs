@@ -190,7 +190,7 @@ mod tests {
         let index = tantivy::Index::create_in_ram(schema);
         index
             .tokenizers()
-            .register(tokenizer::NAME, tokenizer::analyzer());
+            .register(&tokenizer::name(), tokenizer::analyzer());
         let query = build(&index, &fields, text, &QueryConfig::default());
         query
             .downcast_ref::<BooleanQuery>()

@@ -21,8 +21,24 @@ use tantivy::tokenizer::{
     LowerCaser, RemoveLongFilter, TextAnalyzer, Token, TokenFilter, TokenStream, Tokenizer,
 };
 
-/// The name the analyzer is registered under in every index.
-pub const NAME: &str = "groundidx_words";
+/// The analyzer's version. Bump it whenever the tokens of any text could change: a change to
+/// the tokenizer or to a filter, or an update of a crate that makes them (`frostem`, pinned
+/// with `=` in `Cargo.toml` for this reason; `tantivy`'s `LowerCaser`). An index keeps the
+/// tokens of every chunk it was given, and a query is analyzed by the running groundidx: were
+/// the two analyzers different, a query would silently miss the words whose tokens changed.
+/// The version is part of [`name`], which every index saves in its schema, so an index made
+/// under another version is of another schema: the next writer rebuilds it and readers say to
+/// run `rebuild`. The unit test `a_fixed_set_of_words_keeps_its_tokens` fails when the tokens
+/// change, to say so.
+pub const VERSION: u32 = 1;
+
+/// The name the analyzer is registered under in every index, with its [`VERSION`].
+pub fn name() -> String {
+    format!("{NAME_STEM}.v{VERSION}")
+}
+
+/// The name before the version; an index made before the version was recorded has only this.
+const NAME_STEM: &str = "groundidx_words";
 
 /// The most parts one word is split into.
 pub const MAX_PARTS: usize = 16;
@@ -547,6 +563,36 @@ mod tests {
         assert_eq!(n, 1 + MAX_PARTS);
         // The whole and the last part (the rest of the word) are over the length limit.
         assert_eq!(analyzed(&camel).split(' ').count(), MAX_PARTS - 1);
+    }
+
+    /// Words whose tokens every index written under [`super::VERSION`] holds: the rules of the
+    /// English stemmer (plurals, `-ed`/`-ing`, `-ational`, `-ization`, `-ly`, the exceptions),
+    /// identifiers, case folding beyond ASCII and a token over the length limit. When this
+    /// fails, the tokens changed (a stemmer update, a tokenizer change): bump `VERSION` so that
+    /// every index is rebuilt, then write the new tokens here.
+    #[test]
+    fn a_fixed_set_of_words_keeps_its_tokens() {
+        let words = "caresses ponies ties cats skies news dying lying agreed feed plastered \
+                     motoring sing hopping tanned falling fizzed failing filing happily gently \
+                     sensational relational conditional generalizations organization \
+                     hopefully formative electrical adjustable effective controlling \
+                     communism arsenal universal generous consigned consignment knightly \
+                     onERC721Received MAX_EFFECTIVE_BALANCE eip-1559 v2.3.1 HTTPServer \
+                     Straße ÉCOLES ΣΟΦΙΑ Москвы İstanbul 日本語 \
+                     abcdefghijklmnopqrstuvwxyzabcdefghijklmnop";
+        let expect = "caress poni tie cat sky news die lie agre feed plaster motor sing hop tan fall \
+                      fizz fail file happili gentl sensat relat condit general organiz hope \
+                      format electr adjust effect control communism arsenal universal generous \
+                      consign consign knight onerc721receiv on erc 721 receiv maxeffectivebal \
+                      max effect balanc eip1559 eip 1559 v2.3.1 v 2 3 1 httpserver http server \
+                      straße école σοφια москвы i\u{307}stanbul 日本語";
+        assert_eq!(
+            analyzed(words),
+            expect,
+            "the analyzer's tokens changed: bump tokenizer::VERSION (now {}) so that every \
+             index made under it is rebuilt, then update this test",
+            super::VERSION
+        );
     }
 
     proptest! {

@@ -51,7 +51,52 @@ fn damages() -> Vec<Damage> {
             std::fs::remove_dir_all(store.join("index")).expect("delete index");
         }),
         ("an index schema that lacks a field", drop_text_key_field),
+        (
+            "an index made before the analyzer version was recorded",
+            record_no_analyzer_version,
+        ),
     ]
+}
+
+/// The name the analyzer had before its version was recorded in the index.
+const UNVERSIONED_ANALYZER: &str = "groundidx_words";
+
+/// Rewrites `meta.json` as a groundidx that recorded no analyzer version wrote it: its words
+/// may have been made by another stemmer, so the index cannot be trusted to match a query.
+fn record_no_analyzer_version(store: &Path) {
+    let path = store.join("index/meta.json");
+    let mut meta: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("read meta.json")).expect("json");
+    let mut n_text_fields = 0;
+    for field in meta["schema"].as_array_mut().expect("schema fields") {
+        if field["type"] != "text" {
+            continue;
+        }
+        if let Some(tokenizer) = field.pointer_mut("/options/indexing/tokenizer")
+            && tokenizer != "raw"
+        {
+            *tokenizer = Value::from(UNVERSIONED_ANALYZER);
+            n_text_fields += 1;
+        }
+    }
+    assert!(n_text_fields > 0, "the schema has analyzed text fields");
+    std::fs::write(&path, serde_json::to_vec(&meta).expect("json")).expect("write meta.json");
+}
+
+/// The analyzer each analyzed text field of the store's index names.
+fn analyzers(store: &Path) -> Vec<String> {
+    let meta: Value = serde_json::from_slice(
+        &std::fs::read(store.join("index/meta.json")).expect("read meta.json"),
+    )
+    .expect("json");
+    meta["schema"]
+        .as_array()
+        .expect("schema fields")
+        .iter()
+        .filter_map(|field| field.pointer("/options/indexing/tokenizer")?.as_str())
+        .filter(|tokenizer| *tokenizer != "raw")
+        .map(str::to_string)
+        .collect()
 }
 
 /// Rewrites `meta.json` as an older groundidx would have written it: without the `text_key`
@@ -157,6 +202,34 @@ fn ingest_heals_every_damage_on_its_way() {
             "{damage}"
         );
     }
+}
+
+/// An index whose words another analyzer made (another stemmer, another tokenizer) would
+/// silently miss the queries whose tokens changed: readers refuse it and say to rebuild, and
+/// the next ingest rebuilds it, though no document changed.
+#[test]
+fn an_index_of_another_analyzer_is_refused_by_readers_and_rebuilt_by_the_next_ingest() {
+    let env = Env::sample();
+    env.ingest();
+    let current = analyzers(&env.store);
+    record_no_analyzer_version(&env.store);
+    assert_index_reported(&env, &["search", "rotation", "--json"], "another analyzer");
+    let stderr = String::from_utf8_lossy(&env.run(&["search", "rotation"]).stderr).into_owned();
+    assert!(
+        stderr.contains(&format!("another analyzer ({UNVERSIONED_ANALYZER}, not")),
+        "{stderr}"
+    );
+    let report = env.ingest();
+    assert_eq!(report["documents"]["added"], 0, "{report}");
+    assert_eq!(analyzers(&env.store), current);
+    assert!(
+        !env.search("rotation", 3)["hits"]
+            .as_array()
+            .expect("hits")
+            .is_empty()
+    );
+    env.assert_verified();
+    assert_no_leftovers(&env.store);
 }
 
 /// A store the previous index schema made: the committed fixture was written by this

@@ -7,8 +7,9 @@
 //! - `crash`: invariant 2, an abort at every named crash point heals on the next run.
 //! - `kill`: invariant 2 again, SIGKILL at random moments: small incremental ingests (inside
 //!   Tantivy's commits and merges too) and a real corpus.
-//! - `heal`: a damaged, missing or outdated index is rebuilt from the ledger and swapped in;
-//!   readers name the index, ledger-only commands keep working.
+//! - `heal`: a damaged, missing or outdated index (another schema, another analyzer version) is
+//!   rebuilt from the ledger and swapped in; readers name the index, ledger-only commands keep
+//!   working.
 //! - `signals`: SIGINT and SIGTERM end `ingest` and `ingest --watch` at a safe point, 130 / 143.
 //! - `serve_signals`: SIGINT and SIGTERM during `serve --reindex`'s runs end it at a safe point.
 //! - `identifiers`: numbers, identifiers, file names, titles and identifier fields find their
