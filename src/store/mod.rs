@@ -701,6 +701,8 @@ pub fn recorded_model(
                 return Ok(Some((candidate, fingerprint)));
             }
             Ok(fingerprint) => found.push(format!("model {}", &fingerprint.to_hex()[..12])),
+            // A server that cannot be reached says so, with its own address and hint.
+            Err(err) if matches!(recorded, ModelConfig::Remote(_)) => return Err(err),
             Err(err) => found.push(err.to_string()),
         }
     }
@@ -715,7 +717,7 @@ pub fn recorded_model(
         ModelConfig::Remote(remote) => Error::Model {
             model: format!("{} at {}", remote.model, remote.url),
             message: format!(
-                "the store's vectors are from model {short}, which that server does not serve now ({}); new chunks cannot be embedded\nhint: pass a server of that model with --embed-url URL --embed-remote-model NAME, or embed the store under the model it serves now with groundidx embed --embed-url URL --embed-remote-model NAME",
+                "the store's vectors are from model {short}, and that server now answers as another model ({}); new chunks cannot be embedded\nhint: pass a server of that model with --embed-url URL --embed-remote-model NAME, or embed the store under the model it serves now with groundidx embed --embed-url URL --embed-remote-model NAME",
                 found.join("; ")
             ),
         },
