@@ -1,5 +1,6 @@
 //! A store that has an embedding model keeps using it: a relative `--embed-model` is recorded so
-//! that `search` and `mcp` find it from any folder, a later plain `ingest` and a plain `embed`
+//! that `search` and `mcp` find it from any folder (an older store's relative path is found
+//! beside the store), a later plain `ingest` and a plain `embed`
 //! embed with the recorded model, and a recorded model folder that is gone makes the plain run
 //! fail with a clear error after its lexical part committed, never leave chunks unembedded in
 //! silence.
@@ -155,4 +156,37 @@ fn a_plain_ingest_and_embed_use_the_recorded_model_or_fail_clearly() {
     assert_eq!(embedded["embedded"], 1, "{embedded}");
     assert_eq!(coverage(&env), (chunks + 2, chunks + 2));
     env.assert_verified();
+}
+
+#[test]
+fn an_older_stores_relative_model_path_is_found_beside_the_store() {
+    let Some(real) = model_dir() else { return };
+    let env = small_env();
+    let docs = env.docs.to_str().expect("utf-8");
+    let model = model_copy(&env, &real);
+    env.json(&[
+        "ingest",
+        docs,
+        "--json",
+        "--embed-model",
+        model.to_str().expect("utf-8"),
+    ]);
+    // An older groundidx recorded the folder as given, relative to the folder it ran in: here
+    // the store's parent folder.
+    let ledger = rusqlite::Connection::open(env.store.join("ledger.sqlite")).expect("open");
+    let changed = ledger
+        .execute(
+            "UPDATE embedding_models SET description = json_set(description, '$.path', 'model')",
+            [],
+        )
+        .expect("record a relative path");
+    assert_eq!(changed, 1);
+    drop(ledger);
+    let answer = json_in(&env, &env.docs, &["search", "undo a release", "--json"]);
+    assert_eq!(answer["mode"], "hybrid", "{answer}");
+    env.write("alerts.md", "# Alerts\n\nPage the on-call engineer.\n");
+    let plain = json_in(&env, &env.docs, &["ingest", docs, "--json"]);
+    assert_eq!(plain["embedding"]["embedded"], 1, "{plain}");
+    let (vectors, chunks) = coverage(&env);
+    assert_eq!(vectors, chunks);
 }
