@@ -190,7 +190,6 @@ pub fn choose_query_model(
     ledger: &Ledger,
     configured: Option<&crate::embed::ModelConfig>,
 ) -> Result<QueryModelChoice> {
-    use crate::embed;
     let active = ledger.active_model()?;
     let configured_fingerprint = match configured {
         Some(config) => Some(crate::store::model_fingerprint(ledger, config)?),
@@ -210,45 +209,23 @@ pub fn choose_query_model(
             notice: None,
         });
     };
-    let recorded = embed::config_from_description(&active.description);
-    let recorded_fingerprint = recorded
-        .as_ref()
-        .map(|config| crate::store::model_fingerprint(ledger, config));
     let short = &active.fingerprint.to_hex()[..12];
-    match (recorded, recorded_fingerprint, configured) {
-        (Some(config), Some(Ok(fingerprint)), None) if fingerprint == active.fingerprint => {
-            Ok(QueryModelChoice {
-                chosen: Some((config, fingerprint)),
-                notice: None,
-            })
-        }
-        (Some(config), Some(Ok(fingerprint)), Some(_)) if fingerprint == active.fingerprint => {
-            Ok(QueryModelChoice {
-                chosen: Some((config, fingerprint)),
-                notice: Some(format!(
-                    "the store's vectors are from another model ({short}); search uses that one until the configured model's vectors cover every chunk"
-                )),
-            })
-        }
-        // The same address and name, another answer to the probe: the server's model changed
-        // behind its name, and its vectors must not be compared with the store's.
-        (Some(embed::ModelConfig::Remote(remote)), Some(Ok(fingerprint)), _) => {
-            Ok(QueryModelChoice {
-                chosen: None,
-                notice: Some(format!(
-                    "the store's vectors are from model {short} ({} at {}), and that server now answers as another model ({}); searching lexically\nhint: run groundidx embed with it to embed the store under the model it serves now",
-                    remote.model,
-                    remote.url,
-                    &fingerprint.to_hex()[..12]
-                )),
-            })
-        }
-        _ => Ok(QueryModelChoice {
-            chosen: None,
-            notice: Some(format!(
-                "the store's vectors are from model {short} ({}), which cannot be loaded from there now; searching lexically\nhint: pass that model with --embed-model, or embed the store with the configured one",
-                active.description
+    match crate::store::recorded_model(ledger) {
+        Ok(Some((config, fingerprint))) => Ok(QueryModelChoice {
+            chosen: Some((config, fingerprint)),
+            notice: configured.map(|_| format!(
+                "the store's vectors are from another model ({short}); search uses that one until the configured model's vectors cover every chunk"
             )),
+        }),
+        Ok(None) => Ok(QueryModelChoice {
+            chosen: None,
+            notice: None,
+        }),
+        // A recorded model gone, moved or changed costs semantic search only: words still
+        // answer, and the notice says which model and what to do.
+        Err(err) => Ok(QueryModelChoice {
+            chosen: None,
+            notice: Some(format!("searching lexically: {err}")),
         }),
     }
 }

@@ -1,4 +1,5 @@
-//! `groundidx embed`: embed every chunk that has no vector under the configured model, alone
+//! `groundidx embed`: embed every chunk that has no vector under the configured model (or, with
+//! none, the model the store's vectors came from), alone
 //! (the same work `ingest --embed-model` does after its lexical part).
 
 use groundidx::ingest::Interrupt;
@@ -12,6 +13,9 @@ use crate::cli::progress::Bar;
 use crate::cli::{Cli, ExitCode, WaitArgs};
 
 /// Embed the chunks that have no vector under the model yet.
+///
+/// With no model given, the model the store's vectors came from, found again by its fingerprint
+/// (an error names its folder or server when it is gone or changed).
 ///
 /// Each passage is embedded once per model, ever: chunks are named by their content, so
 /// unchanged, renamed or shared passages keep their vector. A run ended by a signal or a kill
@@ -27,13 +31,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
-    let Some(model) = args.embed.model_config()? else {
-        return Err(Error::Usage(
-            "no embedding model\nhint: pass --embed-model DIR (a sentence-transformers folder), \
-             or set embed_model in groundidx.toml"
-                .into(),
-        ));
-    };
+    let configured = args.embed.model_config()?;
     let interrupt = Interrupt::default();
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_usize(signal, interrupt.flag(), signal as usize)
@@ -55,6 +53,20 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
             cli.store_dir().display()
         )));
     }
+    // No model given: the one the store's vectors came from, found again by its fingerprint.
+    let model = match configured {
+        Some(model) => model,
+        None => match groundidx::store::recorded_model(store.ledger())? {
+            Some((model, _)) => model,
+            None => {
+                return Err(Error::Usage(
+                    "no embedding model\nhint: pass --embed-model DIR (a sentence-transformers folder), \
+                     or set embed_model in groundidx.toml"
+                        .into(),
+                ));
+            }
+        },
+    };
     let bar = Bar::new(cli.quiet || cli.json);
     let result = embed::embed_missing(&mut store, &model, &interrupt, &bar);
     bar.finish();

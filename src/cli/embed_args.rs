@@ -20,7 +20,8 @@ pub const DEFAULT_REMOTE_BATCH: usize = 64;
 #[command(next_help_heading = "Embedding")]
 pub struct EmbedArgs {
     /// A sentence-transformers model folder (config.json, model.safetensors, tokenizer.json),
-    /// run in process on the CPU [default: none: lexical search only]
+    /// run in process on the CPU [default: the model the store's vectors came from; none: lexical
+    /// search only]
     #[arg(
         long,
         value_name = "DIR",

@@ -100,7 +100,9 @@ pub struct ModelFolder {
 impl ModelFolder {
     /// Reads and checks every small file of the folder and resolves the settings.
     pub fn read(config: &LocalConfig) -> Result<ModelFolder> {
-        let dir = config.dir.clone();
+        // The folder by its canonical path: the ledger records it (`Embedder::describe`), and a
+        // path as given (`./all-MiniLM-L6-v2`) would name nothing from another current folder.
+        let dir = std::fs::canonicalize(&config.dir).unwrap_or_else(|_| config.dir.clone());
         if !dir.is_dir() {
             return Err(model_error(
                 &dir,

@@ -265,7 +265,21 @@ fn ingest_roots(
     // The index's commit and its merges are this run's work, in its duration: a merge left
     // running would land in the next run's.
     store.settle()?;
-    if let Some(model) = &config.embed {
+    // A run given no model embeds with the one the store's vectors came from, so a plain
+    // `ingest` (cron, `--watch`, `serve --reindex`) never leaves new chunks without a vector.
+    // The lexical part is committed by now: when that model cannot be found, the run fails
+    // naming it, and nothing of the documents is lost.
+    let model = match &config.embed {
+        Some(model) => Some(model.clone()),
+        None => match crate::store::recorded_model(store.ledger()) {
+            Ok(recorded) => recorded.map(|(model, _)| model),
+            Err(err) => {
+                store.sync_vectors()?;
+                return Err(err);
+            }
+        },
+    };
+    if let Some(model) = &model {
         report.embedding = Some(embed::embed_missing(
             store,
             model,

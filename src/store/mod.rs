@@ -642,6 +642,88 @@ pub fn recorded_models(ledger: &Ledger) -> Result<Vec<crate::embed::RecordedMode
         .collect())
 }
 
+/// The model the store's active vectors came from, found again through the ledger's record of
+/// it and checked by its fingerprint: `search` embeds queries with it, and every writer given
+/// no model (`ingest`, `ingest --watch`, `serve --reindex`, `embed`) embeds new chunks with it,
+/// so a store that has a model keeps every chunk embedded. `None` when the store has no vectors.
+///
+/// A local folder is recorded by its canonical path. An older store recorded it as given on the
+/// command line; such a relative path is tried from the current folder, the store's parent
+/// folder and the store's folder, and the first that holds the recorded fingerprint is used.
+/// Fails with `Error::Model`, naming the folder (or server) and the fix, when none does: a
+/// writer must never leave chunks without a vector in silence.
+pub fn recorded_model(
+    ledger: &Ledger,
+) -> Result<Option<(crate::embed::ModelConfig, crate::embed::Fingerprint)>> {
+    use crate::embed::ModelConfig;
+    let Some(active) = ledger.active_model()? else {
+        return Ok(None);
+    };
+    let short = active.fingerprint.to_hex()[..12].to_string();
+    let Some(recorded) = crate::embed::config_from_description(&active.description) else {
+        return Err(Error::Model {
+            model: short,
+            message: format!(
+                "the store's vectors are from a model it cannot load again from its record ({})\nhint: pass that model with --embed-model DIR or --embed-url URL, or embed the store under another model with groundidx embed --embed-model DIR",
+                active.description
+            ),
+        });
+    };
+    let candidates: Vec<ModelConfig> = match &recorded {
+        ModelConfig::Local(local) if local.dir.is_relative() => {
+            let store_dir = ledger.path().parent().unwrap_or(Path::new("."));
+            let mut dirs = vec![local.dir.clone()];
+            if let Some(store_parent) = store_dir.parent() {
+                dirs.push(store_parent.join(&local.dir));
+            }
+            dirs.push(store_dir.join(&local.dir));
+            let mut absolute: Vec<PathBuf> = dirs
+                .iter()
+                .filter_map(|dir| std::path::absolute(dir).ok())
+                .collect();
+            absolute.dedup();
+            absolute
+                .into_iter()
+                .map(|dir| {
+                    ModelConfig::Local(crate::embed::LocalConfig {
+                        dir,
+                        ..local.clone()
+                    })
+                })
+                .collect()
+        }
+        _ => vec![recorded.clone()],
+    };
+    let mut found = Vec::new();
+    for candidate in candidates {
+        match model_fingerprint(ledger, &candidate) {
+            Ok(fingerprint) if fingerprint == active.fingerprint => {
+                return Ok(Some((candidate, fingerprint)));
+            }
+            Ok(fingerprint) => found.push(format!("model {}", &fingerprint.to_hex()[..12])),
+            // A server that cannot be reached says so, with its own address and hint.
+            Err(err) if matches!(recorded, ModelConfig::Remote(_)) => return Err(err),
+            Err(err) => found.push(err.to_string()),
+        }
+    }
+    Err(match recorded {
+        ModelConfig::Local(local) => Error::Model {
+            model: local.dir.display().to_string(),
+            message: format!(
+                "the store's vectors are from model {short}, recorded at this folder, which is gone or holds another model now ({}); new chunks cannot be embedded\nhint: pass the folder that holds it with --embed-model DIR, or embed the store under another model with groundidx embed --embed-model DIR",
+                found.join("; ")
+            ),
+        },
+        ModelConfig::Remote(remote) => Error::Model {
+            model: format!("{} at {}", remote.model, remote.url),
+            message: format!(
+                "the store's vectors are from model {short}, and that server now answers as another model ({}); new chunks cannot be embedded\nhint: pass a server of that model with --embed-url URL --embed-remote-model NAME, or embed the store under the model it serves now with groundidx embed --embed-url URL --embed-remote-model NAME",
+                found.join("; ")
+            ),
+        },
+    })
+}
+
 /// Opens an existing store's ledger for reading, without the index: for the commands that read
 /// the ledger alone (`export`, `status`, `audit`, `usage`), which must work while the index is
 /// missing or damaged. Fails with `Error::NoStore` when there is no ledger.

@@ -90,6 +90,9 @@
 //!   updated or resized under the same name is a new model, never mixed with the old, never
 //!   stored damaged or re-embedded in a loop, while float noise in its answers is the same
 //!   model; a running server follows the active model.
+//! - `recorded_model`: a store keeps its embedding model: a relative `--embed-model` found from
+//!   any folder, plain `ingest` and `embed` use the recorded model, or fail clearly when its
+//!   folder is gone, the lexical part kept.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
 
@@ -137,6 +140,7 @@ mod names;
 mod ops;
 mod pipes;
 mod prompt;
+mod recorded_model;
 mod reingest;
 mod search;
 mod search_generation;
