@@ -44,7 +44,7 @@ fn chunk_count(env: &Env) -> u64 {
 }
 
 /// The active model's coverage as `status` reports it: (fingerprint, vectors, chunks).
-fn active_model(env: &Env) -> (String, u64, u64) {
+pub fn active_model(env: &Env) -> (String, u64, u64) {
     let status = env.json(&["status", "--json"]);
     let model = status["models"]
         .as_array()

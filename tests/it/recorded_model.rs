@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::agent_mcp::Mcp;
 use crate::embed_server::model_dir;
+use crate::embedding::active_model;
 use crate::support::{Env, assert_success};
 
 /// A store of two short documents (few chunks: the real model is slow in a debug build).
@@ -57,18 +58,8 @@ fn json_in(env: &Env, cwd: &Path, args: &[&str]) -> Value {
 
 /// The active model's coverage as `status --json` reports it: (vectors, chunks).
 fn coverage(env: &Env) -> (u64, u64) {
-    let status = env.json(&["status", "--json"]);
-    let model = status["models"]
-        .as_array()
-        .expect("models")
-        .iter()
-        .find(|m| m["active"] == true)
-        .unwrap_or_else(|| panic!("no active model in {status}"))
-        .clone();
-    (
-        model["vectors"].as_u64().expect("vectors"),
-        model["chunks"].as_u64().expect("chunks"),
-    )
+    let (_, vectors, chunks) = active_model(env);
+    (vectors, chunks)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,7 @@
 //! Invariant 4: `verify` passes on a healthy store and exits 1 naming every difference
 //! otherwise. The differences are made by writing to the store behind groundidx's back.
 
-use groundidx::ids::Generation;
+use groundidx::ids::{ChunkId, Generation};
 use groundidx::index::{Index, IndexedChunk};
 
 use crate::support::Env;
@@ -29,9 +29,11 @@ fn a_chunk_whose_text_was_altered_in_the_ledger_is_named() {
     env.ingest();
     let victim = env.export().keys().next().expect("a chunk").clone();
     let ledger = rusqlite::Connection::open(env.store.join("ledger.sqlite")).expect("open ledger");
-    let bytes: Vec<u8> = (0..32)
-        .map(|i| u8::from_str_radix(&victim[2 * i..2 * i + 2], 16).expect("hex"))
-        .collect();
+    let bytes = victim
+        .parse::<ChunkId>()
+        .expect("an exported chunk ID")
+        .as_bytes()
+        .to_vec();
     // White space alone: what a chunk ID of whitespace-folded text could not see.
     let altered = ledger
         .execute(
@@ -67,9 +69,11 @@ fn a_chunk_missing_from_the_ledger_is_named() {
     env.ingest();
     let victim = env.export().keys().next().expect("a chunk").clone();
     let ledger = rusqlite::Connection::open(env.store.join("ledger.sqlite")).expect("open ledger");
-    let bytes: Vec<u8> = (0..32)
-        .map(|i| u8::from_str_radix(&victim[2 * i..2 * i + 2], 16).expect("hex"))
-        .collect();
+    let bytes = victim
+        .parse::<ChunkId>()
+        .expect("an exported chunk ID")
+        .as_bytes()
+        .to_vec();
     ledger
         .execute("DELETE FROM chunks WHERE chunk_id = ?1", [bytes])
         .expect("delete");
