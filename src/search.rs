@@ -279,6 +279,10 @@ pub struct Hit {
     pub lines: [u32; 2],
     pub snippet: String,
     pub text: String,
+    /// The query names this passage's document exactly (its file name, title or an
+    /// identifier field): such hits come first in every mode, whatever their score.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub exact_match: bool,
 }
 
 /// A search answer, with how fresh the index is.
@@ -411,6 +415,8 @@ fn search_page_in(
     if mode == Mode::Hybrid {
         limit = limit.max(FUSION_ANCHOR);
     }
+    // The documents the query names exactly come first: the same on every page of a snapshot.
+    let named = named_passages(snapshot, ledger, &request.query, allowed.as_ref(), &config)?;
     let hits = loop {
         let (raw, exhausted) = candidates(
             sources_in,
@@ -421,7 +427,7 @@ fn search_page_in(
             allowed.as_ref(),
             &config,
         )?;
-        let hits = fold(ledger, raw, wanted)?;
+        let hits = fold(ledger, named_first(&named, raw, mode), wanted)?;
         if hits.len() >= wanted || exhausted || limit >= 16 * MAX_PAGED_HITS {
             break hits;
         }
@@ -453,11 +459,92 @@ fn search_page_in(
     })
 }
 
-/// A ranked candidate: a chunk, its score, and the key of its text when the index gave it.
+/// A ranked candidate: a chunk, its score, the key of its text when the index gave it, and
+/// whether the query names its document exactly.
 struct Candidate {
     id: ChunkId,
     score: f32,
     text_key: Option<u64>,
+    exact_match: bool,
+}
+
+/// The most documents one query names exactly (`named_passages`) and that are put first.
+pub const MAX_NAMED_DOCUMENTS: usize = 10;
+
+/// How many chunks of the documents a query names are looked at to find each one's best
+/// passage.
+const NAMED_CHUNKS_READ: usize = 500;
+
+/// The best passage (by the query's words) of each document the query names exactly by its
+/// file name stem, title or an identifier field (`Snapshot::named`), best first, one per
+/// document, at most [`MAX_NAMED_DOCUMENTS`]. A query of a name (`tar`, `EIP-1559`,
+/// `Cluster health`) or that cites an identifier (`what does EIP-7702 change`) finds that
+/// document first in every mode: equal scores of the two legs of a fusion, or a passage that
+/// explains a concept better than its own page, must not push it down.
+fn named_passages(
+    snapshot: &Snapshot,
+    ledger: &Ledger,
+    query: &str,
+    allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
+    config: &QueryConfig,
+) -> Result<Vec<IndexHit>> {
+    let mut kept: Vec<IndexHit> = Vec::new();
+    let mut documents: std::collections::HashSet<(String, String)> = Default::default();
+    for hit in snapshot.named(query, NAMED_CHUNKS_READ, allowed, config)? {
+        if kept.len() == MAX_NAMED_DOCUMENTS {
+            break;
+        }
+        let sources = ledger.sources_of_chunk(&hit.id)?;
+        if sources.is_empty()
+            || sources
+                .iter()
+                .any(|s| documents.contains(&(s.root.clone(), s.path.clone())))
+        {
+            continue;
+        }
+        documents.extend(sources.into_iter().map(|s| (s.root, s.path)));
+        kept.push(hit);
+    }
+    Ok(kept)
+}
+
+/// The candidates with the named passages first (`named_passages`), each keeping the score
+/// the mode gave it (a named passage the mode did not rank scores its words' BM25 in lexical
+/// mode, else 0), and the rest in their order.
+fn named_first(named: &[IndexHit], ranked: Vec<Candidate>, mode: Mode) -> Vec<Candidate> {
+    if named.is_empty() {
+        return ranked;
+    }
+    let mut rest: Vec<Candidate> = Vec::with_capacity(ranked.len());
+    let mut scores: HashMap<ChunkId, (f32, Option<u64>)> = HashMap::new();
+    for candidate in ranked {
+        if named.iter().any(|hit| hit.id == candidate.id) {
+            scores.insert(candidate.id, (candidate.score, candidate.text_key));
+        } else {
+            rest.push(candidate);
+        }
+    }
+    let mut first: Vec<Candidate> = named
+        .iter()
+        .map(|hit| {
+            let (score, text_key) = scores.get(&hit.id).copied().unwrap_or((
+                if mode == Mode::Lexical {
+                    hit.score
+                } else {
+                    0.0
+                },
+                Some(hit.text_key),
+            ));
+            Candidate {
+                id: hit.id,
+                score,
+                text_key: text_key.or(Some(hit.text_key)),
+                exact_match: true,
+            }
+        })
+        .collect();
+    first.append(&mut rest);
+    first
 }
 
 /// The first `wanted` distinct passages among the candidates, best first, each with the
@@ -520,6 +607,7 @@ fn fold(ledger: &Ledger, raw: Vec<Candidate>, wanted: usize) -> Result<Vec<Hit>>
             lines,
             snippet: String::new(),
             text: chunk.text,
+            exact_match: candidate.exact_match,
         };
         add_sources(&mut hit, sources);
         hits.push(hit);
@@ -563,6 +651,7 @@ fn candidates(
                 id: hit.id,
                 score: hit.score,
                 text_key: Some(hit.text_key),
+                exact_match: false,
             })
             .collect();
         return Ok((ranked, exhausted));
@@ -587,6 +676,7 @@ fn candidates(
             id,
             score,
             text_key: text_keys.get(&id).copied(),
+            exact_match: false,
         })
         .collect();
     Ok((ranked, exhausted))

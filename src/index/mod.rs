@@ -81,6 +81,9 @@ pub struct ChunkLabels {
     pub titles: Vec<String>,
     /// The values of their identifier fields (`IdFields`).
     pub ids: Vec<String>,
+    /// Their titles as the ledger records them (the front-matter title, else the first level-1
+    /// heading). Only matched whole (`Snapshot::named`), never scored.
+    pub document_titles: Vec<String>,
 }
 
 /// The front-matter keys whose values are indexed as identifiers when `id_fields` is not set.
@@ -212,6 +215,9 @@ struct Fields {
     names: Field,
     titles: Field,
     ids: Field,
+    /// Every label of the chunk's documents, whole (`tokenizer::whole_label`): what a query
+    /// that *is* a document's name, title or identifier matches (`Snapshot::named`).
+    whole_labels: Field,
 }
 
 /// The Tantivy index of a store.
@@ -258,6 +264,7 @@ fn schema() -> (Schema, Fields) {
         names: builder.add_text_field("names", STRING),
         titles: builder.add_text_field("titles", STRING),
         ids: builder.add_text_field("ids", STRING),
+        whole_labels: builder.add_text_field("whole_labels", STRING),
     };
     (builder.build(), fields)
 }
@@ -649,19 +656,29 @@ impl Snapshot {
         allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
         config: &QueryConfig,
     ) -> Result<Vec<IndexHit>> {
+        let query = query::build(self.searcher.index(), &self.fields, query_text, config);
+        self.top(&*query, limit, allowed)
+    }
+
+    /// The best `limit` chunks by `query`, among `allowed` when given.
+    fn top(
+        &self,
+        query: &dyn tantivy::query::Query,
+        limit: usize,
+        allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
+    ) -> Result<Vec<IndexHit>> {
         let searcher = &self.searcher;
-        let query = query::build(searcher.index(), &self.fields, query_text, config);
         let limit = limit.max(1);
         let top: Vec<(f32, DocAddress)> = match allowed {
             None => searcher
-                .search(&query, &TopDocs::with_limit(limit).order_by_score())
+                .search(query, &TopDocs::with_limit(limit).order_by_score())
                 .map_err(index_error("search"))?,
             Some(allowed) => {
                 let allowed = std::sync::Arc::clone(allowed);
                 let predicate = move |key: u64| allowed.contains(&key);
                 searcher
                     .search(
-                        &query,
+                        query,
                         &FilterCollector::new(
                             "chunk_key".to_string(),
                             predicate,
@@ -686,6 +703,22 @@ impl Snapshot {
             });
         }
         Ok(hits)
+    }
+
+    /// The chunks whose documents the query names exactly, by a file name stem, a title or an
+    /// identifier field (`query::build_named`), up to `limit`, the best-scoring by words first
+    /// (a chunk that matches no word scores 0). `allowed` as in `search`.
+    pub fn named(
+        &self,
+        query_text: &str,
+        limit: usize,
+        allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
+        config: &QueryConfig,
+    ) -> Result<Vec<IndexHit>> {
+        match query::build_named(self.searcher.index(), &self.fields, query_text, config) {
+            Some(query) => self.top(&*query, limit, allowed),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// What marks a query's matches in the passages a search returns.
@@ -901,6 +934,22 @@ impl Writer {
                 for term in tokenizer::label_terms(&mut self.analyzer, value) {
                     document.add_text(field, term);
                 }
+            }
+        }
+        let mut wholes: Vec<String> = Vec::new();
+        for value in chunk
+            .labels
+            .names
+            .iter()
+            .chain(&chunk.labels.titles)
+            .chain(&chunk.labels.ids)
+            .chain(&chunk.labels.document_titles)
+        {
+            if let Some(whole) = tokenizer::whole_label(&mut self.analyzer, value)
+                && !wholes.contains(&whole)
+            {
+                document.add_text(self.fields.whole_labels, &whole);
+                wholes.push(whole);
             }
         }
         let added = self.writer.add_document(document);

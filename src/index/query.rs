@@ -19,7 +19,9 @@
 
 use tantivy::Index;
 use tantivy::Term;
-use tantivy::query::{BooleanQuery, BoostQuery, EmptyQuery, Occur, PhraseQuery, Query, TermQuery};
+use tantivy::query::{
+    BooleanQuery, BoostQuery, ConstScoreQuery, EmptyQuery, Occur, PhraseQuery, Query, TermQuery,
+};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::TokenStream;
 
@@ -125,6 +127,80 @@ pub(crate) fn build(
     Box::new(BooleanQuery::new(clauses))
 }
 
+/// The keys by which a query names a label exactly (`tokenizer::whole_label`): the whole query,
+/// and each run of its parts that holds both a word and a number and neither begins nor ends
+/// with a stop word (`EIP 7702` in "what does EIP-7702 change"). A plain word inside a longer
+/// query is never one: "list the files" does not name `list.md`, while `list` alone does.
+pub(crate) fn whole_label_keys(
+    analyzer: &mut tantivy::tokenizer::TextAnalyzer,
+    text: &str,
+) -> Vec<String> {
+    let head: String = text.chars().take(MAX_LABEL_QUERY_PARTS * 48).collect();
+    let head = head.replace('"', " ");
+    let mut keys: Vec<String> = super::tokenizer::whole_label(analyzer, &head)
+        .into_iter()
+        .collect();
+    let mut parts = super::tokenizer::parts_in_order(analyzer, &head);
+    parts.truncate(MAX_LABEL_QUERY_PARTS);
+    let stop = super::tokenizer::stop_words();
+    let number = |part: &String| part.bytes().any(|b| b.is_ascii_digit());
+    let word = |part: &String| part.chars().any(char::is_alphabetic);
+    for start in 0..parts.len() {
+        for end in start + 2..=(start + MAX_LABEL_PARTS).min(parts.len()) {
+            let run = &parts[start..end];
+            if stop.contains(&run[0]) || stop.contains(&run[run.len() - 1]) {
+                continue;
+            }
+            if !(run.iter().any(number) && run.iter().any(word)) {
+                continue;
+            }
+            let key = run.join(" ");
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+    }
+    keys
+}
+
+/// The query for the chunks whose documents a query names exactly (`whole_label_keys`), scored
+/// by the words of the query alone (`build`), so the best passage of such a document comes
+/// first among them. `None` when the query names nothing.
+pub(crate) fn build_named(
+    index: &Index,
+    fields: &Fields,
+    text: &str,
+    config: &QueryConfig,
+) -> Option<Box<dyn Query>> {
+    let mut analyzer = index.tokenizer_for_field(fields.body).ok()?;
+    let keys = whole_label_keys(&mut analyzer, text);
+    if keys.is_empty() {
+        return None;
+    }
+    let named: Vec<(Occur, Box<dyn Query>)> = keys
+        .iter()
+        .map(|key| -> (Occur, Box<dyn Query>) {
+            (
+                Occur::Should,
+                Box::new(TermQuery::new(
+                    Term::from_field_text(fields.whole_labels, key),
+                    IndexRecordOption::Basic,
+                )),
+            )
+        })
+        .collect();
+    Some(Box::new(BooleanQuery::new(vec![
+        (
+            Occur::Must,
+            Box::new(ConstScoreQuery::new(
+                Box::new(BooleanQuery::new(named)),
+                0.0,
+            )),
+        ),
+        (Occur::Should, build(index, fields, text, config)),
+    ])))
+}
+
 /// The label terms a query can name, each once with its number of parts: every run of up to
 /// `MAX_LABEL_PARTS` consecutive parts of its first `MAX_LABEL_QUERY_PARTS` parts (quotes
 /// ignored); a run of one stop word is left out when the query has more than one part, and a
@@ -175,7 +251,7 @@ fn term(field: Field, token: &str) -> Box<dyn Query> {
 mod tests {
     use tantivy::query::BooleanQuery;
 
-    use super::{MAX_LABEL_QUERY_PARTS, MAX_TOKENS, build, label_keys};
+    use super::{MAX_LABEL_QUERY_PARTS, MAX_TOKENS, build, label_keys, whole_label_keys};
     use crate::index::tokenizer::{self, MAX_LABEL_PARTS, label_terms};
     use crate::index::{QueryConfig, schema};
 
@@ -249,6 +325,48 @@ mod tests {
         assert!(names("MAX_EFFECTIVE_BALANCE", "max-effective-balance"));
         assert!(names("cluster health", "Cluster health"));
         assert!(!names("eip", "eip-1559"), "one plain word of a longer name");
+    }
+
+    /// Whether `query` names `label` exactly (`whole_label_keys` against `whole_label`).
+    fn names_exactly(query: &str, label: &str) -> bool {
+        let mut analyzer = tokenizer::analyzer();
+        let whole = tokenizer::whole_label(&mut analyzer, label).expect("a label with words");
+        whole_label_keys(&mut analyzer, query).contains(&whole)
+    }
+
+    #[test]
+    fn a_query_names_a_label_exactly_by_all_of_it_or_by_a_cited_identifier() {
+        for (query, label) in [
+            ("EIP-1559", "eip-1559"),
+            ("eip 1559", "eip-1559"),
+            ("eip1559", "eip-1559"),
+            ("what does EIP-7702 change", "eip-7702"),
+            ("compare ERC-20 and ERC-721", "erc-721"),
+            ("compare ERC-20 and ERC-721", "erc-20"),
+            ("tar", "tar"),
+            ("git rebase", "git-rebase"),
+            ("cluster health", "Cluster health"),
+            ("\"Index State Management\"", "Index State Management"),
+        ] {
+            assert!(names_exactly(query, label), "{query:?} names {label:?}");
+        }
+        for (query, label) in [
+            // A plain word of a longer query is never a name, however short the page's.
+            ("list the files", "list"),
+            ("extract a tar archive", "tar"),
+            ("cluster health", "Cluster"),
+            // Part of a name is not the name.
+            ("eip", "eip-1559"),
+            ("1559", "eip-1559"),
+            ("git", "git-rebase"),
+            // A number alone, inside a question, names no document whose identifier it is.
+            ("keep 2 replicas", "2"),
+        ] {
+            assert!(
+                !names_exactly(query, label),
+                "{query:?} must not name {label:?}"
+            );
+        }
     }
 
     #[test]

@@ -146,6 +146,15 @@ pub fn parts_in_order(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
     parts.into_iter().map(|(_, part)| part).collect()
 }
 
+/// The key of a label matched whole: its parts joined by a space, when it has one to
+/// [`MAX_PARTS`] of them. `EIP-1559`, `eip 1559` and `eip1559` have the same key, and so do
+/// `Cluster health` and `cluster-health`; a query whose own key equals it names the label
+/// exactly.
+pub fn whole_label(analyzer: &mut TextAnalyzer, label: &str) -> Option<String> {
+    let parts = parts_in_order(analyzer, label);
+    (!parts.is_empty() && parts.len() <= MAX_PARTS).then(|| parts.join(" "))
+}
+
 /// The terms a label (a file name stem, a title, an identifier) is indexed under, each a key of
 /// a run of its parts that a run of a query's parts must equal: the whole label (of at most
 /// [`MAX_LABEL_PARTS`] parts); its runs of two to `MAX_LABEL_PARTS` parts that neither begin nor

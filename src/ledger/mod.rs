@@ -87,6 +87,9 @@ pub struct ChunkDocuments {
     pub names: Vec<String>,
     /// Their front-matter fields, `(key, value)`, distinct and sorted.
     pub fields: Vec<(String, String)>,
+    /// Their titles (the front-matter title, else the first level-1 heading), distinct and
+    /// sorted.
+    pub titles: Vec<String>,
 }
 
 /// A path that now holds `doc_hash`.
@@ -1442,7 +1445,7 @@ fn chunks_outdated(conn: &Connection, doc_hash: &DocHash) -> Result<bool> {
 /// What the documents holding chunk `id` are called; `None` when no document holds it.
 fn chunk_documents(conn: &Connection, id: &ChunkId) -> rusqlite::Result<Option<ChunkDocuments>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT DISTINCT d.fields, s.path
+        "SELECT DISTINCT d.fields, s.path, d.title
          FROM doc_chunks dc
          JOIN documents d ON d.doc_hash = dc.doc_hash
          LEFT JOIN sources s ON s.doc_hash = dc.doc_hash
@@ -1452,8 +1455,12 @@ fn chunk_documents(conn: &Connection, id: &ChunkId) -> rusqlite::Result<Option<C
     let mut held = false;
     let mut names = BTreeSet::new();
     let mut fields = BTreeSet::new();
+    let mut titles = BTreeSet::new();
     while let Some(row) = rows.next()? {
         held = true;
+        if let Some(title) = row.get::<_, Option<String>>(2)? {
+            titles.insert(title);
+        }
         if let Some(json) = row.get::<_, Option<String>>(0)? {
             fields.extend(decode_fields(&json));
         }
@@ -1464,6 +1471,7 @@ fn chunk_documents(conn: &Connection, id: &ChunkId) -> rusqlite::Result<Option<C
     Ok(held.then(|| ChunkDocuments {
         names: names.into_iter().collect(),
         fields: fields.into_iter().collect(),
+        titles: titles.into_iter().collect(),
     }))
 }
 

@@ -586,8 +586,9 @@ fn add_chunk(
 }
 
 /// The index's labels of a chunk: its documents' file name stems, their front-matter titles
-/// (the `title` field, never a first heading, which the heading path already scores) and the
-/// values of the fields `id_fields` names.
+/// (the `title` field, never a first heading, which the heading path already scores), the
+/// values of the fields `id_fields` names, and their titles as the ledger records them (the
+/// front-matter title, else the first level-1 heading: named exactly, they rank first).
 fn labels(documents: ChunkDocuments, id_fields: &IdFields) -> ChunkLabels {
     let values = |keep: &dyn Fn(&str) -> bool| -> Vec<String> {
         documents
@@ -601,6 +602,7 @@ fn labels(documents: ChunkDocuments, id_fields: &IdFields) -> ChunkLabels {
         titles: values(&|key| key == "title"),
         ids: values(&|key| id_fields.contains(key)),
         names: documents.names,
+        document_titles: documents.titles,
     }
 }
 

@@ -292,3 +292,78 @@ fn tldr_tar_is_found_by_its_name() {
     let found = paths(&env.search("extract a tar archive", 10));
     assert!(found.iter().take(3).any(|path| is_tar(path)), "{found:?}");
 }
+
+/// The EIP-like documents ingested with the real local model, when it is there.
+fn eips_embedded() -> Option<Env> {
+    let model = crate::embed_server::model_dir()?;
+    let env = Env::empty();
+    for (path, text) in EIPS {
+        env.write(path, text);
+    }
+    let docs = env.docs.to_str().expect("utf-8").to_string();
+    let model = model.to_str().expect("utf-8").to_string();
+    let report = env.json(&["ingest", &docs, "--json", "--embed-model", &model]);
+    assert_eq!(
+        report["embedding"]["embedded"], report["embedding"]["chunks"],
+        "{report}"
+    );
+    Some(env)
+}
+
+#[test]
+fn a_document_named_exactly_comes_first_in_every_mode() {
+    let Some(env) = eips_embedded() else { return };
+    let named = [
+        ("EIP-1559", "EIPS/eip-1559.md"),
+        ("ERC-4337", "ERCS/erc-4337.md"),
+        ("erc4337", "ERCS/erc-4337.md"),
+        ("eip 4844", "EIPS/eip-4844.md"),
+        ("what does EIP-7702 change", "EIPS/eip-7702.md"),
+        // A title, and a title in other case and spelling.
+        ("Shard Blob Transactions", "EIPS/eip-4844.md"),
+        ("set code for EOAs", "EIPS/eip-7702.md"),
+        // A title that differs from another's ("BASEFEE opcode") by one word's part.
+        ("BLOBBASEFEE opcode", "EIPS/eip-7516.md"),
+        ("basefee opcode", "EIPS/eip-3198.md"),
+    ];
+    for mode in ["lexical", "semantic", "hybrid"] {
+        for (query, expected) in named {
+            let answer = env.json(&["search", query, "--json", "--mode", mode]);
+            assert_eq!(answer["mode"], mode, "{answer}");
+            let first = &answer["hits"][0];
+            assert_eq!(
+                first["paths"][0],
+                expected,
+                "{mode} {query:?}: {:?}",
+                paths(&answer)
+            );
+            assert_eq!(first["exact_match"], true, "{mode} {query:?}: {first}");
+            // One passage per named document: the next hit is another document's, or no
+            // exact match.
+            let rest: Vec<&Value> = answer["hits"].as_array().expect("hits")[1..]
+                .iter()
+                .filter(|hit| hit["exact_match"] == true)
+                .collect();
+            assert!(
+                rest.iter().all(|hit| hit["paths"][0] != expected),
+                "{mode} {query:?}: {answer}"
+            );
+        }
+        // A question that names no document exactly marks no hit.
+        let answer = env.json(&[
+            "search",
+            "how are transaction fees priced",
+            "--json",
+            "--mode",
+            mode,
+        ]);
+        assert!(
+            answer["hits"]
+                .as_array()
+                .expect("hits")
+                .iter()
+                .all(|hit| hit.get("exact_match").is_none()),
+            "{mode}: {answer}"
+        );
+    }
+}
