@@ -244,14 +244,20 @@ pub const MAX_TOP_K: usize = 100;
 pub const MAX_PAGED_HITS: usize = 1_000;
 
 /// A search as the CLI and the agent tool ask for it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SearchRequest {
     pub query: String,
     pub top_k: usize,
     pub filter: ChunkFilter,
     /// `None`: hybrid when the store has vectors and the model is loaded, else lexical.
     pub mode: Option<Mode>,
+    /// The relevance floor: hits whose `similarity` to the query is below it are dropped
+    /// (`MIN_SCORE_RANGE`), except the documents the query names exactly.
+    pub min_score: Option<f32>,
 }
+
+/// The values `min_score` may take: a cosine.
+pub const MIN_SCORE_RANGE: std::ops::RangeInclusive<f32> = -1.0..=1.0;
 
 /// Where a passage appears: a path under one of the store's roots, and its lines there.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -279,6 +285,11 @@ pub struct Hit {
     pub lines: [u32; 2],
     pub snippet: String,
     pub text: String,
+    /// The cosine of the query's and the passage's embeddings (−1 to 1; the same scale in
+    /// every mode and for every query, unlike `score`): present when the query was embedded
+    /// and the passage has a vector. What `min_score` is compared with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub similarity: Option<f32>,
     /// The query names this passage's document exactly (its file name, title or an
     /// identifier field): such hits come first in every mode, whatever their score.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -299,6 +310,10 @@ pub struct SearchResponse {
     /// made them is not the one that would embed the query, or the query could not be embedded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub semantic_unavailable: Option<String>,
+    /// Why a `min_score` asked for was not applied (the query could not be embedded, so no
+    /// hit has a `similarity`): the hits are not filtered, which the caller must know.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_score_unapplied: Option<String>,
     pub hits: Vec<Hit>,
 }
 
@@ -356,6 +371,15 @@ fn search_page_in(
             request.top_k
         )));
     }
+    if let Some(floor) = request.min_score
+        && !MIN_SCORE_RANGE.contains(&floor)
+    {
+        return Err(Error::Usage(format!(
+            "min_score must be between {} and {} (a cosine similarity), not {floor}",
+            MIN_SCORE_RANGE.start(),
+            MIN_SCORE_RANGE.end()
+        )));
+    }
     if offset >= MAX_PAGED_HITS {
         return Err(Error::Usage(format!(
             "the pages of a search reach at most {MAX_PAGED_HITS} hits; this page would start at hit {}",
@@ -373,8 +397,9 @@ fn search_page_in(
         ))
     };
     let config = QueryConfig::default();
+    // The query is embedded for a semantic leg, and for the relevance floor in any mode.
     let query_vector = match sources_in.semantic() {
-        Some((set, embedder)) if mode != Mode::Lexical => {
+        Some((set, embedder)) if mode != Mode::Lexical || request.min_score.is_some() => {
             let embedded = embedder.embed_query(&request.query).and_then(|vector| {
                 if vector.len() == set.dims {
                     return Ok(vector);
@@ -395,6 +420,11 @@ fn search_page_in(
             });
             match embedded {
                 Ok(vector) => Some(vector),
+                // Only the floor needed it: the hits are not filtered, and the answer says so.
+                Err(err) if mode == Mode::Lexical => {
+                    tracing::warn!(error = %err, "the query could not be embedded; min_score is not applied");
+                    None
+                }
                 // Hybrid only because it was the default: words alone still answer, and the
                 // answer's mode says so.
                 Err(err) if request.mode.is_none() => {
@@ -427,7 +457,14 @@ fn search_page_in(
             allowed.as_ref(),
             &config,
         )?;
-        let hits = fold(ledger, named_first(&named, raw, mode), wanted)?;
+        let ranked = named_first(&named, raw, mode);
+        let ranked = with_similarity(
+            ranked,
+            sources_in.vectors,
+            query_vector.as_deref(),
+            request.min_score,
+        );
+        let hits = fold(ledger, ranked, wanted)?;
         if hits.len() >= wanted || exhausted || limit >= 16 * MAX_PAGED_HITS {
             break hits;
         }
@@ -453,6 +490,12 @@ fn search_page_in(
             mode,
             semantic_coverage: sources_in.coverage(),
             semantic_unavailable,
+            min_score_unapplied: match (request.min_score, &query_vector) {
+                (Some(_), None) => Some(
+                    "the query was not embedded (the store has no vectors, or no model that made them is loaded, or it failed): no hit has a similarity, so none was dropped".to_string(),
+                ),
+                _ => None,
+            },
             hits: page,
         },
         more,
@@ -466,6 +509,35 @@ struct Candidate {
     score: f32,
     text_key: Option<u64>,
     exact_match: bool,
+    similarity: Option<f32>,
+}
+
+/// The candidates with their `similarity` to the query (when it was embedded and the chunk has
+/// a vector), less those below `min_score`: a chunk without a vector, which cannot be judged,
+/// and a document the query names exactly stay.
+fn with_similarity(
+    ranked: Vec<Candidate>,
+    vectors: Option<&VectorSet>,
+    query_vector: Option<&[f32]>,
+    min_score: Option<f32>,
+) -> Vec<Candidate> {
+    let (Some(vectors), Some(query_vector)) = (vectors, query_vector) else {
+        return ranked;
+    };
+    ranked
+        .into_iter()
+        .map(|mut candidate| {
+            candidate.similarity = vectors.similarity(&candidate.id, query_vector);
+            candidate
+        })
+        .filter(|candidate| {
+            candidate.exact_match
+                || match (min_score, candidate.similarity) {
+                    (Some(floor), Some(similarity)) => similarity >= floor,
+                    _ => true,
+                }
+        })
+        .collect()
 }
 
 /// The most documents one query names exactly (`named_passages`) and that are put first.
@@ -540,6 +612,7 @@ fn named_first(named: &[IndexHit], ranked: Vec<Candidate>, mode: Mode) -> Vec<Ca
                 score,
                 text_key: text_key.or(Some(hit.text_key)),
                 exact_match: true,
+                similarity: None,
             }
         })
         .collect();
@@ -607,6 +680,7 @@ fn fold(ledger: &Ledger, raw: Vec<Candidate>, wanted: usize) -> Result<Vec<Hit>>
             lines,
             snippet: String::new(),
             text: chunk.text,
+            similarity: candidate.similarity,
             exact_match: candidate.exact_match,
         };
         add_sources(&mut hit, sources);
@@ -652,6 +726,7 @@ fn candidates(
                 score: hit.score,
                 text_key: Some(hit.text_key),
                 exact_match: false,
+                similarity: None,
             })
             .collect();
         return Ok((ranked, exhausted));
@@ -677,6 +752,7 @@ fn candidates(
             score,
             text_key: text_keys.get(&id).copied(),
             exact_match: false,
+            similarity: None,
         })
         .collect();
     Ok((ranked, exhausted))

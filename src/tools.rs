@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::ids::ChunkId;
 use crate::index::Snapshot;
 use crate::ledger::ChunkFilter;
-use crate::search::{self, ChunkRecord, MAX_TOP_K, Mode, SearchRequest, Sources};
+use crate::search::{self, ChunkRecord, MAX_TOP_K, MIN_SCORE_RANGE, Mode, SearchRequest, Sources};
 use crate::store::StoreReader;
 use crate::vectors::VectorSet;
 
@@ -24,7 +24,7 @@ pub const MAX_QUERY_CHARS: usize = 10_000;
 pub const DEFAULT_TOP_K: usize = 10;
 
 /// A validated tool call.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum ToolRequest {
     SearchDocs(SearchRequest),
     /// `search_docs` with the `cursor` a previous page gave; checked against the store's key
@@ -45,6 +45,7 @@ struct SearchDocsArgs {
     tags: Option<Vec<String>>,
     cursor: Option<String>,
     mode: Option<String>,
+    min_score: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -78,6 +79,13 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                     ("top_k", "an integer", |v| v.is_i64() || v.is_u64()),
                     ("path_prefix", "a string", Value::is_string),
                     ("cursor", "a string (a next_cursor)", Value::is_string),
+                    ("min_score", "a number between -1 and 1", |v| {
+                        v.as_f64().is_some_and(|x| {
+                            (f64::from(*MIN_SCORE_RANGE.start())
+                                ..=f64::from(*MIN_SCORE_RANGE.end()))
+                                .contains(&x)
+                        })
+                    }),
                     (
                         "mode",
                         "one of \"hybrid\", \"lexical\", \"semantic\"",
@@ -127,6 +135,7 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                     .map(str::parse)
                     .transpose()
                     .map_err(ArgumentError::Invalid)?,
+                min_score: args.min_score.map(|x| x as f32),
             };
             Ok(match args.cursor {
                 Some(cursor) => ToolRequest::SearchPage { request, cursor },
@@ -212,17 +221,20 @@ struct SearchAnswer<'a> {
     next_cursor: Option<String>,
 }
 
-/// What a page cursor is bound to: the query and filters (not `top_k`, which may change from
-/// page to page).
+/// What a page cursor is bound to: the query, filters and relevance floor (not `top_k`, which
+/// may change from page to page). A floor is bound only when given, so a cursor made before
+/// floors existed still continues its search.
 pub fn cursor_request(request: &SearchRequest) -> Vec<u8> {
-    serde_json::json!({
+    let mut bound = serde_json::json!({
         "query": request.query,
         "path_prefix": request.filter.path_prefix,
         "tags": request.filter.tags,
         "mode": request.mode.map(Mode::as_str),
-    })
-    .to_string()
-    .into_bytes()
+    });
+    if let Some(floor) = request.min_score {
+        bound["min_score"] = serde_json::json!(floor);
+    }
+    bound.to_string().into_bytes()
 }
 
 /// Runs `search_docs` on one snapshot from hit `offset` on; with `pages`, an answer with more

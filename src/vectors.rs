@@ -149,6 +149,19 @@ impl VectorSet {
         &self.ids
     }
 
+    /// The cosine of chunk `id`'s vector and `query` (both are unit vectors, so their dot
+    /// product); `None` when the set holds no vector of the chunk or `query` has other
+    /// dimensions.
+    pub fn similarity(&self, id: &ChunkId, query: &[f32]) -> Option<f32> {
+        if query.len() != self.dims {
+            return None;
+        }
+        let row = self.ids.binary_search(id).ok()?;
+        let mut score = [0f32; 1];
+        ann::dots(self.row(row), query, &mut score);
+        Some(score[0])
+    }
+
     fn row(&self, i: usize) -> &[f32] {
         &self.data[i * self.dims..(i + 1) * self.dims]
     }

@@ -41,13 +41,27 @@ pub struct Args {
     #[arg(long, value_name = "MODE", value_parser = clap::builder::PossibleValuesParser::new(search::Mode::NAMES).map(|m| m.parse::<search::Mode>().expect("a listed mode")))]
     pub mode: Option<search::Mode>,
 
+    /// Drop hits whose similarity to the query (the cosine of their embeddings, -1 to 1) is
+    /// below this: "nothing relevant" becomes an empty answer. Needs the store's model; a
+    /// document the query names exactly always stays
+    #[arg(long, value_name = "COSINE", allow_negative_numbers = true, value_parser = parse_min_score)]
+    pub min_score: Option<f32>,
+
     #[command(flatten)]
     pub embed: crate::cli::embed_args::EmbedArgs,
 }
 
+fn parse_min_score(text: &str) -> std::result::Result<f32, String> {
+    text.parse::<f32>()
+        .ok()
+        .filter(|x| search::MIN_SCORE_RANGE.contains(x))
+        .ok_or_else(|| format!("{text:?} is not a number between -1 and 1"))
+}
+
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     let reader = StoreReader::open(&cli.store_dir())?;
-    if args.mode != Some(search::Mode::Lexical)
+    // A lexical search loads the model only to judge hits against `--min-score`.
+    if (args.mode != Some(search::Mode::Lexical) || args.min_score.is_some())
         && let Some(model) =
             crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?
     {
@@ -69,6 +83,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
             root,
         },
         mode: args.mode,
+        min_score: args.min_score,
     };
     let response = search::search(&reader, &request)?;
     // A reader never replays the log (a writer does, and none can run on a read-only mount):
@@ -111,6 +126,9 @@ fn known_root(reader: &StoreReader, dir: &std::path::Path) -> Result<String> {
 }
 
 fn print_hits(response: &SearchResponse) -> Result<()> {
+    if let Some(why) = &response.min_score_unapplied {
+        output::notice(&format!("--min-score not applied: {why}"));
+    }
     if let Some(why) = &response.semantic_unavailable {
         output::notice(&format!("searching by words alone: {why}"));
     }

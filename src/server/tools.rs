@@ -49,7 +49,9 @@ fn hit_schema() -> Value {
             "heading": {"type": "string"},
             "lines": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
             "snippet": {"type": "string"},
-            "text": {"type": "string"}
+            "text": {"type": "string"},
+            "similarity": {"type": "number", "description": "cosine of the query's and the passage's embeddings (-1 to 1), comparable across queries and modes, unlike score; present when the query was embedded and the passage has an embedding"},
+            "exact_match": {"type": "boolean", "description": "present (true) when the query is this passage's document's file name, title or identifier; such hits come first"}
         },
         "required": ["chunk_id", "score", "paths", "heading", "lines", "snippet", "text"]
     })
@@ -110,7 +112,8 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
                 "properties": {"vectors": {"type": "integer"}, "chunks": {"type": "integer"}},
                 "required": ["vectors", "chunks"]
             },
-            "semantic_unavailable": {"type": "string", "description": "present when the hits were ranked by words alone though the store has embeddings: why (the model that made them is not the one that would embed the query, or the query could not be embedded)"}
+            "semantic_unavailable": {"type": "string", "description": "present when the hits were ranked by words alone though the store has embeddings: why (the model that made them is not the one that would embed the query, or the query could not be embedded)"},
+            "min_score_unapplied": {"type": "string", "description": "present when min_score was given but could not be applied (the query was not embedded): why; no hit was dropped"}
         },
         "required": ["generation", "last_ingest", "hits"]
     });
@@ -152,7 +155,8 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
                     "path_prefix": {"type": "string", "description": "only passages from files whose path starts with this"},
                     "tags": {"type": "array", "items": {"type": "string"}, "description": "only documents carrying every one of these front-matter tags"},
                     "cursor": {"type": "string", "description": "the next_cursor of the previous page; with the same query and filters it gives the next top_k hits from the same index generation"},
-                    "mode": {"type": "string", "enum": ["hybrid", "lexical", "semantic"], "description": "lexical: by words; semantic: by meaning; hybrid: both fused. Default: hybrid when the store has embeddings, else lexical. The answer says the mode used and the semantic coverage."}
+                    "mode": {"type": "string", "enum": ["hybrid", "lexical", "semantic"], "description": "lexical: by words; semantic: by meaning; hybrid: both fused. Default: hybrid when the store has embeddings, else lexical. The answer says the mode used and the semantic coverage."},
+                    "min_score": {"type": "number", "minimum": -1, "maximum": 1, "description": "drop hits whose similarity to the query is below this, so that an answer with no hit means nothing relevant was found; documents named exactly by the query always stay. Needs embeddings: if the query could not be embedded, min_score_unapplied says so and nothing is dropped"}
                 },
                 "required": ["query"],
                 "additionalProperties": false

@@ -55,6 +55,8 @@
 //!   problem types that lead to a page, one `top_k` range, JSON-RPC errors for bad stdio lines.
 //! - `clients`: the official TypeScript and Python MCP SDK clients against both servers: every
 //!   tool error's message shown, identical results in each protocol revision.
+//! - `relevance_floor`: every embedded query's hits carry their `similarity`; `min_score`
+//!   keeps exactly the hits at or above it, says when it cannot apply, and binds its pages.
 //! - `semantic`: search by meaning with the real local model; the same model behind the
 //!   embeddings API ranks the same.
 //! - `search_generation`: an answer, its audit row and its replay name the commit searched.
@@ -142,6 +144,7 @@ mod pipes;
 mod prompt;
 mod recorded_model;
 mod reingest;
+mod relevance_floor;
 mod search;
 mod search_generation;
 mod semantic;

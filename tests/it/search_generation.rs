@@ -18,6 +18,7 @@ fn quokka_search() -> SearchRequest {
         top_k: 5,
         filter: ChunkFilter::default(),
         mode: None,
+        min_score: None,
     }
 }
 
