@@ -10,7 +10,8 @@
 //! A search hit must be a passage a reader can use, so a fragment too small to stand alone
 //! (under `MIN_CHUNK_CHARS`, or only markup such as `</details>`) is kept with a neighbour of
 //! its section: the chunk before it, or the one after it when it comes first. A document with
-//! headings (or a title) but no body text gets one chunk of its headings, so it can be found.
+//! headings (or a title) but no body text gets one chunk of its heading lines (or its front
+//! matter), so it can be found.
 //!
 //! Chunking never fails: odd input gives fewer chunks and a warning. It does no I/O.
 
@@ -94,9 +95,8 @@ pub struct Chunk {
     pub id: ChunkId,
     /// Title (from front matter) and the headings above the passage, outermost first.
     pub heading_path: Vec<String>,
-    /// The passage as written in the source (Markdown kept), without its heading line. The one
-    /// exception is the chunk of a document of headings alone: its headings (or its title),
-    /// normalised, one per line.
+    /// The passage as written in the source (Markdown kept), without its heading line; for a
+    /// document of headings alone, its heading lines (or the fields of its front matter).
     pub text: String,
     /// First and last line in the source file, 1-based and inclusive.
     pub lines: (u32, u32),
@@ -131,6 +131,7 @@ pub fn chunk_document(kind: DocKind, text: &str, config: &ChunkConfig) -> Chunke
             let mut chunks = pack(text, &units, front.title.as_deref(), target_size, &lines);
             if chunks.is_empty() {
                 chunks.extend(headings_chunk(
+                    text,
                     &units,
                     front.title.as_deref(),
                     front.body_start,
@@ -202,52 +203,91 @@ fn first_heading(units: &[Unit]) -> Option<String> {
     })
 }
 
-/// The one chunk of a Markdown document whose body gave none: its headings, one per line, or
-/// else its title, so that the document can be found by them (and by its file name, which the
-/// index gives every chunk). Its heading path is the title when the title is not its first
-/// heading, as for any chunk. `None` when there is neither: an empty document stays chunk-free.
+/// The one chunk of a Markdown document whose body gave none: its headings as written (from
+/// the first to the last), or else the fields of its front matter, which hold its title; so the
+/// document can be found by them, and by its file name, which the index gives every chunk. Its
+/// heading path is the title when the title is not its first heading, as for any chunk. `None`
+/// when there is neither heading nor title: an empty document stays chunk-free.
 fn headings_chunk(
+    text: &str,
     units: &[Unit],
     title: Option<&str>,
     body_start: usize,
     lines: &LineIndex,
 ) -> Option<Chunk> {
     let title = title.map(heading_of).filter(|title| !title.is_empty());
-    let mut headings: Vec<(String, &Range<usize>)> = Vec::new();
-    for unit in units {
-        if let Unit::Heading { text, range, .. } = unit {
-            let heading = heading_of(text);
-            if !heading.is_empty() {
-                headings.push((heading, range));
-            }
-        }
-    }
-    let (heading_path, text, line_range) = match (headings.first(), headings.last()) {
+    let headings: Vec<(String, &Range<usize>)> = units
+        .iter()
+        .filter_map(|unit| match unit {
+            Unit::Heading { text, range, .. } => Some((heading_of(text), range)),
+            _ => None,
+        })
+        .filter(|(heading, _)| !heading.is_empty())
+        .collect();
+    match (headings.first(), headings.last()) {
         (Some((first, first_range)), Some((_, last_range))) => {
             let heading_path: Vec<String> =
                 title.filter(|title| title != first).into_iter().collect();
-            let text: Vec<&str> = headings
-                .iter()
-                .map(|(heading, _)| heading.as_str())
-                .collect();
-            (
-                heading_path,
-                text.join("\n"),
+            chunk_of(
+                text,
                 first_range.start..last_range.end,
+                heading_path,
+                lines,
+                0,
             )
         }
-        // Front matter alone: its title, found on the lines of the front matter.
-        _ => (Vec::new(), title?, 0..body_start),
-    };
+        _ => {
+            title.as_ref()?;
+            chunk_of(
+                text,
+                front_matter_fields(text, body_start),
+                Vec::new(),
+                lines,
+                0,
+            )
+        }
+    }
+}
+
+/// The lines between the delimiters of the front matter that ends at `body_start` (all of it
+/// when it has no closing line of its own).
+fn front_matter_fields(text: &str, body_start: usize) -> Range<usize> {
+    let front = &text[..body_start];
+    let start = front.find('\n').map_or(0, |i| i + 1);
+    let end = front
+        .trim_end_matches(['\n', '\r'])
+        .rfind('\n')
+        .map_or(body_start, |i| i + 1);
+    if start < end {
+        start..end
+    } else {
+        0..body_start
+    }
+}
+
+/// The chunk of `range` of `text`, without its trailing white space; `None` when that leaves
+/// nothing.
+fn chunk_of(
+    text: &str,
+    range: Range<usize>,
+    heading_path: Vec<String>,
+    lines: &LineIndex,
+    ordinal: usize,
+) -> Option<Chunk> {
+    let body = text[range.clone()].trim_end();
+    if body.chars().all(ids::is_space) {
+        return None;
+    }
+    let end = range.start + body.len();
     Some(Chunk {
-        id: ids::chunk_id(&heading_path, &text),
+        id: ids::chunk_id(&heading_path, body),
         heading_path,
-        text,
+        text: body.to_string(),
         lines: (
-            lines.line_of(line_range.start),
-            lines.line_of(line_range.end.saturating_sub(1).max(line_range.start)),
+            lines.line_of(range.start),
+            lines.line_of(end.saturating_sub(1).max(range.start)),
         ),
-        ordinal: 0,
+        ordinal: u32::try_from(ordinal).unwrap_or(u32::MAX),
     })
 }
 
@@ -413,10 +453,6 @@ impl Packer<'_> {
     }
 
     fn emit(&mut self, range: Range<usize>) {
-        let body = self.text[range.clone()].trim_end();
-        if body.chars().all(ids::is_space) {
-            return;
-        }
         let mut heading_path: Vec<String> = Vec::with_capacity(self.headings.len() + 1);
         if let Some(title) = &self.title
             && self.headings.first().map(|(_, h)| h) != Some(title)
@@ -424,17 +460,14 @@ impl Packer<'_> {
             heading_path.push(title.clone());
         }
         heading_path.extend(self.headings.iter().map(|(_, h)| h.clone()));
-        let end = range.start + body.len();
-        self.chunks.push(Chunk {
-            id: ids::chunk_id(&heading_path, body),
+        let ordinal = self.chunks.len();
+        self.chunks.extend(chunk_of(
+            self.text,
+            range,
             heading_path,
-            text: body.to_string(),
-            lines: (
-                self.lines.line_of(range.start),
-                self.lines.line_of(end.saturating_sub(1).max(range.start)),
-            ),
-            ordinal: u32::try_from(self.chunks.len()).unwrap_or(u32::MAX),
-        });
+            self.lines,
+            ordinal,
+        ));
     }
 }
 
@@ -752,21 +785,26 @@ mod tests {
 
     #[test]
     fn a_heading_only_document_is_one_chunk_of_its_heading() {
-        check("# A heading\n", 1000, &[("", "A heading", (1, 1))]);
+        check("# A heading\n", 1000, &[("", "# A heading", (1, 1))]);
         check(
             "# Guide\n\n## Install\n\n<br>\n",
             1000,
-            &[("", "Guide\nInstall", (1, 3))],
+            &[("", "# Guide\n\n## Install", (1, 3))],
         );
         check(
             "---\ntitle: Handbook\n---\n",
             1000,
-            &[("", "Handbook", (1, 3))],
+            &[("", "title: Handbook", (2, 2))],
+        );
+        check(
+            "+++\r\ntitle = \"Handbook\"\r\n+++\r\n\r\n",
+            1000,
+            &[("", "title = \"Handbook\"", (2, 2))],
         );
         check(
             "---\ntitle: Handbook\n---\n# Keys\n",
             1000,
-            &[("Handbook", "Keys", (4, 4))],
+            &[("Handbook", "# Keys", (4, 4))],
         );
         let doc = chunk_document(DocKind::Markdown, "# A heading\n", &ChunkConfig::default());
         assert_eq!(doc.title.as_deref(), Some("A heading"));
