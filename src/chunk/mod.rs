@@ -7,6 +7,12 @@
 //! Sizes are measured on normalised text, so a whitespace-only edit moves no boundary: it
 //! changes the IDs of the chunks whose bytes it changed, and no other.
 //!
+//! A search hit must be a passage a reader can use, so a fragment too small to stand alone
+//! (under `MIN_CHUNK_CHARS`, or only markup such as `</details>`) is kept with a neighbour of
+//! its section: the chunk before it, or the one after it when it comes first. A document with
+//! headings (or a title) but no body text gets one chunk of its heading lines (or its front
+//! matter), so it can be found.
+//!
 //! Chunking never fails: odd input gives fewer chunks and a warning. It does no I/O.
 
 pub mod front_matter;
@@ -19,6 +25,30 @@ use crate::ids::{self, ChunkId};
 
 /// The default target size of a chunk, in characters of normalised text.
 pub const DEFAULT_CHUNK_SIZE: usize = 1000;
+
+/// The version of the chunking recipe: what `chunk_document` makes of a given text. Bump it with
+/// every change that gives some document other chunks; each store then chunks again, on its
+/// next ingest, the documents an older recipe chunked (`recipe_version`).
+///
+/// 1: fragments too small to stand alone join a neighbour, and a document of headings alone
+/// gets one chunk. (0 is what a store records for documents chunked before recipes were kept.)
+pub const CHUNKER_VERSION: u32 = 1;
+
+/// A passage under this many characters of normalised text does not stand alone as a search
+/// hit (`</details>`, `Short.`): it joins a neighbour in its section. Short enough that a
+/// short sentence or a one-line command stays a chunk where its section holds more. A target
+/// size under four times this asks for small chunks, and the least is then a quarter of it.
+pub const MIN_CHUNK_CHARS: usize = 20;
+
+/// The version of the recipe that makes a document's chunks from a file of this kind, as the
+/// ledger records it per document. A document recorded with a lower version is chunked again.
+/// Today every kind has the chunker's version; an extractor of a format (each with a version
+/// of its own) adds its version here, so that a change to one format re-chunks only its files.
+pub fn recipe_version(kind: DocKind) -> u32 {
+    match kind {
+        DocKind::Markdown | DocKind::PlainText => CHUNKER_VERSION,
+    }
+}
 
 /// The longest heading (or title) kept in a heading path, in characters of normalised text.
 /// Every chunk of a section carries its heading path, so an unbounded heading (a long paragraph
@@ -65,7 +95,8 @@ pub struct Chunk {
     pub id: ChunkId,
     /// Title (from front matter) and the headings above the passage, outermost first.
     pub heading_path: Vec<String>,
-    /// The passage as written in the source (Markdown kept), without its heading line.
+    /// The passage as written in the source (Markdown kept), without its heading line; for a
+    /// document of headings alone, its heading lines (or the fields of its front matter).
     pub text: String,
     /// First and last line in the source file, 1-based and inclusive.
     pub lines: (u32, u32),
@@ -83,6 +114,8 @@ pub struct ChunkedDocument {
     pub chunks: Vec<Chunk>,
     /// Problems worth telling the user about; the chunks are still as good as the input allows.
     pub warnings: Vec<String>,
+    /// The recipe that made these chunks (`recipe_version`).
+    pub recipe_version: u32,
 }
 
 /// Chunks a whole document. Never fails and never panics on any input.
@@ -95,8 +128,17 @@ pub fn chunk_document(kind: DocKind, text: &str, config: &ChunkConfig) -> Chunke
             let front = front_matter::split(text);
             let units = markdown::units(text, front.body_start);
             let mut warnings: Vec<String> = front.warning.into_iter().collect();
-            let chunks = pack(text, &units, front.title.as_deref(), target_size, &lines);
-            if chunks.is_empty() && text[front.body_start..].chars().all(ids::is_space) {
+            let mut chunks = pack(text, &units, front.title.as_deref(), target_size, &lines);
+            if chunks.is_empty() {
+                chunks.extend(headings_chunk(
+                    text,
+                    &units,
+                    front.title.as_deref(),
+                    front.body_start,
+                    &lines,
+                ));
+            }
+            if chunks.is_empty() {
                 warnings.push("no text to index".to_string());
             }
             let long_title = front.title.as_deref().is_some_and(too_long);
@@ -114,6 +156,7 @@ pub fn chunk_document(kind: DocKind, text: &str, config: &ChunkConfig) -> Chunke
                 fields: front.fields,
                 chunks,
                 warnings,
+                recipe_version: recipe_version(kind),
             }
         }
         DocKind::PlainText => {
@@ -130,6 +173,7 @@ pub fn chunk_document(kind: DocKind, text: &str, config: &ChunkConfig) -> Chunke
                 fields: Default::default(),
                 chunks,
                 warnings,
+                recipe_version: recipe_version(kind),
             }
         }
     }
@@ -138,21 +182,118 @@ pub fn chunk_document(kind: DocKind, text: &str, config: &ChunkConfig) -> Chunke
 /// A piece of a document that chunking keeps whole where it can.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Unit {
-    /// A heading: it closes the current chunk and changes the heading path.
-    Heading { level: u8, text: String },
+    /// A heading: it closes the current chunk and changes the heading path. `range` is its
+    /// byte range in the document.
+    Heading {
+        level: u8,
+        text: String,
+        range: Range<usize>,
+    },
     /// A block of body text: `range` is its byte range in the document.
     Body { range: Range<usize> },
+    /// A block of markup that renders no words (`</details>`, `{: .note}`): packed like body
+    /// text, but never a passage on its own.
+    Markup { range: Range<usize> },
 }
 
 fn first_heading(units: &[Unit]) -> Option<String> {
     units.iter().find_map(|unit| match unit {
-        Unit::Heading { level: 1, text } if !text.is_empty() => Some(text.clone()),
+        Unit::Heading { level: 1, text, .. } if !text.is_empty() => Some(text.clone()),
         _ => None,
     })
 }
 
+/// The one chunk of a Markdown document whose body gave none: its headings as written (from
+/// the first to the last), or else the fields of its front matter, which hold its title; so the
+/// document can be found by them, and by its file name, which the index gives every chunk. Its
+/// heading path is the title when the title is not its first heading, as for any chunk. `None`
+/// when there is neither heading nor title: an empty document stays chunk-free.
+fn headings_chunk(
+    text: &str,
+    units: &[Unit],
+    title: Option<&str>,
+    body_start: usize,
+    lines: &LineIndex,
+) -> Option<Chunk> {
+    let title = title.map(heading_of).filter(|title| !title.is_empty());
+    let headings: Vec<(String, &Range<usize>)> = units
+        .iter()
+        .filter_map(|unit| match unit {
+            Unit::Heading { text, range, .. } => Some((heading_of(text), range)),
+            _ => None,
+        })
+        .filter(|(heading, _)| !heading.is_empty())
+        .collect();
+    match (headings.first(), headings.last()) {
+        (Some((first, first_range)), Some((_, last_range))) => {
+            let heading_path: Vec<String> =
+                title.filter(|title| title != first).into_iter().collect();
+            chunk_of(
+                text,
+                first_range.start..last_range.end,
+                heading_path,
+                lines,
+                0,
+            )
+        }
+        _ => {
+            title.as_ref()?;
+            chunk_of(
+                text,
+                front_matter_fields(text, body_start),
+                Vec::new(),
+                lines,
+                0,
+            )
+        }
+    }
+}
+
+/// The lines between the delimiters of the front matter that ends at `body_start` (all of it
+/// when it has no closing line of its own).
+fn front_matter_fields(text: &str, body_start: usize) -> Range<usize> {
+    let front = &text[..body_start];
+    let start = front.find('\n').map_or(0, |i| i + 1);
+    let end = front
+        .trim_end_matches(['\n', '\r'])
+        .rfind('\n')
+        .map_or(body_start, |i| i + 1);
+    if start < end {
+        start..end
+    } else {
+        0..body_start
+    }
+}
+
+/// The chunk of `range` of `text`, without its trailing white space; `None` when that leaves
+/// nothing.
+fn chunk_of(
+    text: &str,
+    range: Range<usize>,
+    heading_path: Vec<String>,
+    lines: &LineIndex,
+    ordinal: usize,
+) -> Option<Chunk> {
+    let body = text[range.clone()].trim_end();
+    if body.chars().all(ids::is_space) {
+        return None;
+    }
+    let end = range.start + body.len();
+    Some(Chunk {
+        id: ids::chunk_id(&heading_path, body),
+        heading_path,
+        text: body.to_string(),
+        lines: (
+            lines.line_of(range.start),
+            lines.line_of(end.saturating_sub(1).max(range.start)),
+        ),
+        ordinal: u32::try_from(ordinal).unwrap_or(u32::MAX),
+    })
+}
+
 /// Packs units into chunks: consecutive body units of one section, until the target size.
-/// A body unit over twice the target is cut at line (or, failing that, word) boundaries.
+/// A body unit over twice the target is cut at line (or, failing that, word) boundaries. Then a
+/// piece too small to stand alone joins a neighbour in its section (`Packer::finish_section`).
 fn pack(
     text: &str,
     units: &[Unit],
@@ -167,13 +308,13 @@ fn pack(
         headings: Vec::new(),
         title: title.map(heading_of).filter(|t| !t.is_empty()),
         current: None,
-        current_size: 0,
+        section: Vec::new(),
         chunks: Vec::new(),
     };
     for unit in units {
         match unit {
-            Unit::Heading { level, text } => {
-                packer.flush();
+            Unit::Heading { level, text, .. } => {
+                packer.finish_section();
                 packer.headings.retain(|(l, _)| l < level);
                 packer.headings.push((*level, heading_of(text)));
             }
@@ -182,15 +323,19 @@ fn pack(
                 if size > 2 * target_size {
                     for piece in cut(text, range.clone(), target_size) {
                         let piece_size = normalised_len(&text[piece.clone()]);
-                        packer.add(piece, piece_size);
+                        packer.add(piece, piece_size, Content::Words);
                     }
                 } else {
-                    packer.add(range.clone(), size);
+                    packer.add(range.clone(), size, Content::Words);
                 }
+            }
+            Unit::Markup { range } => {
+                let size = normalised_len(&text[range.clone()]);
+                packer.add(range.clone(), size, Content::MarkupOnly);
             }
         }
     }
-    packer.flush();
+    packer.finish_section();
     packer.chunks
 }
 
@@ -216,38 +361,98 @@ struct Packer<'a> {
     target_size: usize,
     headings: Vec<(u8, String)>,
     title: Option<String>,
-    current: Option<Range<usize>>,
-    current_size: usize,
+    /// The piece being packed.
+    current: Option<Piece>,
+    /// The pieces of the current section packed so far, in order.
+    section: Vec<Piece>,
     chunks: Vec<Chunk>,
 }
 
+/// What a piece holds: some words, or only markup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Content {
+    Words,
+    MarkupOnly,
+}
+
+/// Consecutive units of one section, packed to become one chunk.
+#[derive(Clone, Debug)]
+struct Piece {
+    range: Range<usize>,
+    /// Normalised size, counting one space between units.
+    size: usize,
+    content: Content,
+}
+
+impl Piece {
+    /// Whether it makes a passage on its own: words, and at least `min_size` of them.
+    fn stands_alone(&self, min_size: usize) -> bool {
+        self.content == Content::Words && self.size >= min_size
+    }
+
+    /// This piece followed by `next` (which starts after it).
+    fn join(self, next: Piece) -> Piece {
+        Piece {
+            range: self.range.start..next.range.end,
+            size: self.size + 1 + next.size,
+            content: if self.content == Content::Words || next.content == Content::Words {
+                Content::Words
+            } else {
+                Content::MarkupOnly
+            },
+        }
+    }
+}
+
 impl Packer<'_> {
-    fn add(&mut self, range: Range<usize>, size: usize) {
+    fn add(&mut self, range: Range<usize>, size: usize, content: Content) {
         if size == 0 {
             return;
         }
-        if let Some(current) = &self.current {
-            if self.current_size + 1 + size > self.target_size {
-                self.flush();
-            } else {
-                self.current = Some(current.start..range.end);
-                self.current_size += 1 + size;
-                return;
+        let unit = Piece {
+            range,
+            size,
+            content,
+        };
+        self.current = Some(match self.current.take() {
+            Some(current) if current.size + 1 + size <= self.target_size => current.join(unit),
+            Some(current) => {
+                self.section.push(current);
+                unit
             }
-        }
-        self.current = Some(range);
-        self.current_size = size;
+            None => unit,
+        });
     }
 
-    fn flush(&mut self) {
-        let Some(range) = self.current.take() else {
-            return;
-        };
-        self.current_size = 0;
-        let body = self.text[range.clone()].trim_end();
-        if body.chars().all(ids::is_space) {
-            return;
+    /// Ends the section: a piece that does not stand alone joins the piece before it, or the
+    /// one after it when it comes first, and each piece becomes a chunk. Pieces never join
+    /// across a heading, so an edit to one section changes no other section's chunks. A
+    /// section of one small piece keeps it (a short answer under its own heading is a
+    /// passage) unless it is only markup.
+    fn finish_section(&mut self) {
+        self.section.extend(self.current.take());
+        let min_size = MIN_CHUNK_CHARS.min(self.target_size / 4);
+        let mut joined: Vec<Piece> = Vec::with_capacity(self.section.len());
+        // Leading pieces too small to stand alone, waiting for the next piece.
+        let mut leading: Option<Piece> = None;
+        for piece in std::mem::take(&mut self.section) {
+            let piece = match leading.take() {
+                Some(before) => before.join(piece),
+                None => piece,
+            };
+            match joined.last_mut() {
+                _ if piece.stands_alone(min_size) => joined.push(piece),
+                Some(last) => *last = last.clone().join(piece),
+                None => leading = Some(piece),
+            }
         }
+        joined.extend(leading.filter(|piece| piece.content == Content::Words));
+        for piece in joined {
+            self.emit(piece.range);
+        }
+    }
+
+    fn emit(&mut self, range: Range<usize>) {
         let mut heading_path: Vec<String> = Vec::with_capacity(self.headings.len() + 1);
         if let Some(title) = &self.title
             && self.headings.first().map(|(_, h)| h) != Some(title)
@@ -255,17 +460,14 @@ impl Packer<'_> {
             heading_path.push(title.clone());
         }
         heading_path.extend(self.headings.iter().map(|(_, h)| h.clone()));
-        let end = range.start + body.len();
-        self.chunks.push(Chunk {
-            id: ids::chunk_id(&heading_path, body),
+        let ordinal = self.chunks.len();
+        self.chunks.extend(chunk_of(
+            self.text,
+            range,
             heading_path,
-            text: body.to_string(),
-            lines: (
-                self.lines.line_of(range.start),
-                self.lines.line_of(end.saturating_sub(1).max(range.start)),
-            ),
-            ordinal: u32::try_from(self.chunks.len()).unwrap_or(u32::MAX),
-        });
+            self.lines,
+            ordinal,
+        ));
     }
 }
 
@@ -526,6 +728,105 @@ mod tests {
             assert!(long.starts_with(&chunk.heading_path[0]));
         }
         assert_eq!(doc.warnings.len(), 1, "{:?}", doc.warnings);
+    }
+
+    #[test]
+    fn a_fragment_too_small_to_stand_alone_joins_the_chunk_before_it() {
+        // `</details>` closes a block whose code filled the chunk before it.
+        check(
+            "# T\n\n<details>\n\n```\nsome code here\n```\n\n</details>\n",
+            20,
+            &[(
+                "T",
+                "<details>\n\n```\nsome code here\n```\n\n</details>",
+                (3, 9),
+            )],
+        );
+        // A short tail of a paragraph too long for one chunk stays with the chunk before it.
+        check(
+            "# T\n\nA paragraph long enough to fill the target.\n\nShort.\n",
+            40,
+            &[(
+                "T",
+                "A paragraph long enough to fill the target.\n\nShort.",
+                (3, 5),
+            )],
+        );
+    }
+
+    #[test]
+    fn a_fragment_that_opens_a_section_joins_the_chunk_after_it() {
+        check(
+            "# T\n\n<!-- vale off -->\n\nA paragraph long enough to fill the target.\n",
+            30,
+            &[(
+                "T",
+                "<!-- vale off -->\n\nA paragraph long enough to fill the target.",
+                (3, 5),
+            )],
+        );
+    }
+
+    #[test]
+    fn markup_alone_is_no_passage_but_a_short_section_is() {
+        // A tag-only line between sections joins no other section and is not a chunk itself.
+        check(
+            "# A\n\nText of a.\n\n## B\n\n<br>\n\n## C\n\n{% include copy.html %}\n\n{: .note}\n\n---\n\n## D\n\nOk.\n",
+            1000,
+            &[("A", "Text of a.", (3, 3)), ("A > D", "Ok.", (19, 19))],
+        );
+        // Markup beside text is kept with it, whatever its size.
+        check(
+            "# A\n\nSee below.\n\n{% include copy-curl.html %}\n",
+            10,
+            &[("A", "See below.\n\n{% include copy-curl.html %}", (3, 5))],
+        );
+    }
+
+    #[test]
+    fn a_heading_only_document_is_one_chunk_of_its_heading() {
+        check("# A heading\n", 1000, &[("", "# A heading", (1, 1))]);
+        check(
+            "# Guide\n\n## Install\n\n<br>\n",
+            1000,
+            &[("", "# Guide\n\n## Install", (1, 3))],
+        );
+        check(
+            "---\ntitle: Handbook\n---\n",
+            1000,
+            &[("", "title: Handbook", (2, 2))],
+        );
+        check(
+            "+++\r\ntitle = \"Handbook\"\r\n+++\r\n\r\n",
+            1000,
+            &[("", "title = \"Handbook\"", (2, 2))],
+        );
+        check(
+            "---\ntitle: Handbook\n---\n# Keys\n",
+            1000,
+            &[("Handbook", "# Keys", (4, 4))],
+        );
+        let doc = chunk_document(DocKind::Markdown, "# A heading\n", &ChunkConfig::default());
+        assert_eq!(doc.title.as_deref(), Some("A heading"));
+        assert!(doc.warnings.is_empty(), "{:?}", doc.warnings);
+    }
+
+    #[test]
+    fn an_empty_or_blank_document_has_no_chunk() {
+        for text in ["", " \n\t\n", "\u{feff}\r\n"] {
+            for kind in [DocKind::Markdown, DocKind::PlainText] {
+                let doc = chunk_document(kind, text, &ChunkConfig::default());
+                assert_eq!(doc.chunks, [], "{kind:?} {text:?}");
+                assert_eq!(doc.warnings, ["no text to index"], "{kind:?} {text:?}");
+            }
+        }
+        // Front matter without a title names nothing to find the document by.
+        let doc = chunk_document(
+            DocKind::Markdown,
+            "---\ntags: [a]\n---\n",
+            &ChunkConfig::default(),
+        );
+        assert_eq!(doc.chunks, []);
     }
 
     #[test]

@@ -37,7 +37,9 @@ mod tests {
             .into_iter()
             .map(|unit| match unit {
                 Unit::Body { range } => &text[range],
-                Unit::Heading { .. } => unreachable!("plain text has no headings"),
+                Unit::Heading { .. } | Unit::Markup { .. } => {
+                    unreachable!("plain text has no headings or markup")
+                }
             })
             .collect();
         assert_eq!(got, ["a\nb\n", "c"]);

@@ -174,9 +174,10 @@ fn print_report(cli: &Cli, report: &IngestReport) -> Result<()> {
         d.added, d.changed, d.removed, d.renamed, d.unchanged, d.skipped
     ))?;
     if d.rechunked > 0 {
-        // The one-time migration of a store an older groundidx made: said, not done silently.
+        // The migration of documents an older groundidx chunked (an older recipe, or chunk IDs
+        // of whitespace-folded text), once per recipe: said, not done silently.
         output::line(format!(
-            "documents  {} chunked again: their chunks were made by an older groundidx (IDs of whitespace-folded text)",
+            "documents  {} chunked again: an older groundidx chunked them",
             d.rechunked
         ))?;
     }

@@ -155,7 +155,8 @@ pub struct DocumentCounts {
     pub unchanged: u64,
     pub skipped: u64,
     /// Unchanged files (counted in `unchanged` too) whose chunks an older groundidx made, chunked
-    /// again: the one-time migration of a store to chunk IDs of the exact text.
+    /// again: by an older recipe (`chunk::recipe_version`), or with chunk IDs of the normalised
+    /// text. Once per document and recipe.
     pub rechunked: u64,
 }
 
@@ -392,9 +393,12 @@ fn commit_batch(
         };
         // A document recorded by schema version 2 has no fields yet: it is chunked again
         // (the same chunks) for its front matter, and its source is written as an upsert.
-        // One whose chunks an older groundidx made (chunk IDs of normalised text, whose stored
-        // text may be another whitespace variant) is chunked again and its chunks replaced.
-        let outdated = store.ledger().chunks_outdated(&doc_hash)?;
+        // One whose chunks an older groundidx made (an older recipe, or chunk IDs of normalised
+        // text, whose stored text may be another whitespace variant) is chunked again and its
+        // chunks replaced.
+        let outdated = store
+            .ledger()
+            .chunks_outdated(&doc_hash, chunk::recipe_version(file.kind))?;
         let chunk_again = outdated || store.ledger().lacks_fields(&doc_hash)?;
         match plan.known.get(&file.rel_path) {
             Some(record) if record.doc_hash == doc_hash => {
@@ -437,6 +441,7 @@ fn commit_batch(
                     tags: document.tags,
                     fields: document.fields,
                     chunks: document.chunks,
+                    recipe_version: document.recipe_version,
                 })
             }
             _ => None,

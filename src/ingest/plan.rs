@@ -1,6 +1,10 @@
 //! Planning a run over one root: walk, compare every stat with the ledger's cache, and decide
 //! which files to read and which sources to delete. Planning writes nothing.
 //!
+//! A file the stat cache vouches for is still read when an older recipe chunked its document
+//! (`chunk::recipe_version`), so that a new chunker reaches every store without reading every
+//! file on every run.
+//!
 //! It reads a file only to prove a rename for the mass-delete guard: a path gone and a new path
 //! with its inode count as a move only when the new file holds the old content, since a file
 //! system reuses the inodes of deleted files for new ones.
@@ -35,7 +39,8 @@ pub struct RootPlan {
     pub root_id: Option<RootId>,
     /// What the ledger knew of every path under the root before the run.
     pub known: KnownSources,
-    /// New files, and files whose stat changed or cannot be trusted.
+    /// New files, files whose stat changed or cannot be trusted, and files whose document an
+    /// older recipe chunked.
     pub to_read: Vec<WalkedFile>,
     /// Files the stat cache vouches for.
     pub unchanged: usize,
@@ -118,7 +123,11 @@ pub fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Resul
             unseen.push(path);
         }
         match known_paths.next_if(|(path, _)| *path == file.rel_path.as_str()) {
-            Some((_, record)) if !config.rehash && is_clean(record, file) => unchanged += 1,
+            Some((_, record))
+                if !config.rehash && is_clean(record, file) && chunked_as_now(record, file) =>
+            {
+                unchanged += 1
+            }
             _ => to_read.push(file.clone()),
         }
     }
@@ -205,9 +214,15 @@ fn is_clean(record: &SourceRecord, file: &WalkedFile) -> bool {
     record.stat == file.stat && latest.saturating_add(RACY_WINDOW_NS) < record.recorded_ns
 }
 
+/// True when the file's document was chunked by the recipe this build uses for its kind (or a
+/// newer one): reading the file again would give the same chunks.
+fn chunked_as_now(record: &SourceRecord, file: &WalkedFile) -> bool {
+    record.recipe_version >= crate::chunk::recipe_version(file.kind)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::is_clean;
+    use super::{chunked_as_now, is_clean};
     use crate::chunk::DocKind;
     use crate::ids::DocHash;
     use crate::ledger::SourceRecord;
@@ -220,6 +235,7 @@ mod tests {
             doc_hash: DocHash::from_slice(&[7; 32]).expect("32 bytes"),
             stat: recorded,
             recorded_ns,
+            recipe_version: crate::chunk::CHUNKER_VERSION,
         };
         let file = WalkedFile {
             rel_path: "a.md".into(),
@@ -271,5 +287,29 @@ mod tests {
             ..old
         };
         check(future, 200 * SECOND, future, false);
+    }
+
+    #[test]
+    fn a_document_of_an_older_recipe_is_read_again() {
+        let file = |kind| WalkedFile {
+            rel_path: "a.md".into(),
+            read_path: "a.md".into(),
+            kind,
+            stat: stat(10, 100, 100, 1),
+        };
+        let record = |recipe_version| SourceRecord {
+            doc_hash: DocHash::from_slice(&[7; 32]).expect("32 bytes"),
+            stat: stat(10, 100, 100, 1),
+            recorded_ns: 200 * SECOND,
+            recipe_version,
+        };
+        for kind in [DocKind::Markdown, DocKind::PlainText] {
+            let now = crate::chunk::recipe_version(kind);
+            assert!(!chunked_as_now(&record(0), &file(kind)));
+            assert!(!chunked_as_now(&record(now - 1), &file(kind)));
+            assert!(chunked_as_now(&record(now), &file(kind)));
+            // A newer groundidx's chunks are not made older.
+            assert!(chunked_as_now(&record(now + 1), &file(kind)));
+        }
     }
 }

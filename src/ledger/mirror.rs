@@ -49,6 +49,8 @@ pub struct DocumentRow {
     pub title: Option<String>,
     pub n_chunks: i64,
     pub fields: Option<String>,
+    /// The version of the recipe that made its chunks (`chunk::recipe_version`).
+    pub recipe_version: i64,
     pub tags: Vec<String>,
     pub chunks: Vec<DocChunkRow>,
 }
@@ -412,11 +414,13 @@ pub(crate) fn collect_batch(
 
 fn read_document(tx: &Transaction<'_>, doc_hash: &DocHash) -> Result<Option<DocumentRow>> {
     let context = || format!("read document {doc_hash}");
-    let Some((title, n_chunks, fields)) = tx
-        .prepare_cached("SELECT title, n_chunks, fields FROM documents WHERE doc_hash = ?1")
+    let Some((title, n_chunks, fields, recipe_version)) = tx
+        .prepare_cached(
+            "SELECT title, n_chunks, fields, recipe_version FROM documents WHERE doc_hash = ?1",
+        )
         .and_then(|mut stmt| {
             stmt.query_row([doc_hash.as_bytes()], |row| {
-                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
             })
             .optional()
         })
@@ -453,6 +457,7 @@ fn read_document(tx: &Transaction<'_>, doc_hash: &DocHash) -> Result<Option<Docu
         title,
         n_chunks,
         fields,
+        recipe_version,
         tags,
         chunks,
     }))
@@ -610,16 +615,19 @@ fn write_document(tx: &Transaction<'_>, document: &DocumentRow) -> Result<()> {
             .map_err(sql_error(context()))?;
     }
     tx.prepare_cached(
-        "INSERT INTO documents (doc_hash, title, n_chunks, fields) VALUES (?1, ?2, ?3, ?4)
+        "INSERT INTO documents (doc_hash, title, n_chunks, fields, recipe_version)
+         VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (doc_hash) DO UPDATE SET title = excluded.title,
-           n_chunks = excluded.n_chunks, fields = excluded.fields",
+           n_chunks = excluded.n_chunks, fields = excluded.fields,
+           recipe_version = excluded.recipe_version",
     )
     .and_then(|mut stmt| {
         stmt.execute(params![
             doc_hash.as_bytes(),
             document.title,
             document.n_chunks,
-            document.fields
+            document.fields,
+            document.recipe_version
         ])
     })
     .map_err(sql_error(context()))?;

@@ -56,6 +56,8 @@ pub struct SourceRecord {
     pub stat: FileStat,
     /// When the stat was recorded, in ns since the epoch (for the racy-clean check).
     pub recorded_ns: i64,
+    /// The version of the recipe that made its document's chunks (`chunk::recipe_version`).
+    pub recipe_version: u32,
 }
 
 /// A root folder's row ID.
@@ -71,6 +73,8 @@ pub struct NewDocument {
     /// `MAX_FIELD_CHARS` characters each.
     pub fields: BTreeMap<String, String>,
     pub chunks: Vec<Chunk>,
+    /// The version of the recipe that made the chunks (`chunk::recipe_version`).
+    pub recipe_version: u32,
 }
 
 /// The most front-matter fields kept per document (the first, by key).
@@ -381,8 +385,10 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT path, doc_hash, size, mtime_ns, ctime_ns, inode, recorded_ns
-                 FROM sources WHERE root_id = ?1 ORDER BY path",
+                "SELECT s.path, s.doc_hash, s.size, s.mtime_ns, s.ctime_ns, s.inode,
+                   s.recorded_ns, coalesce(d.recipe_version, 0)
+                 FROM sources s LEFT JOIN documents d ON d.doc_hash = s.doc_hash
+                 WHERE s.root_id = ?1 ORDER BY s.path",
             )
             .map_err(sql_error("read sources"))?;
         let rows = stmt
@@ -398,6 +404,7 @@ impl Ledger {
                             inode: row.get::<_, i64>(5)? as u64,
                         },
                         recorded_ns: row.get(6)?,
+                        recipe_version: row.get(7)?,
                     },
                 ))
             })
@@ -417,11 +424,13 @@ impl Ledger {
             .map_err(sql_error("read documents"))
     }
 
-    /// Whether the ledger has this document with chunks an older groundidx made (chunk ID
-    /// version 1, of the normalised text) or whose stored text does not hash to its ID: its
-    /// file is chunked again, and the document's chunks replaced (`BatchWriter::upsert`).
-    pub fn chunks_outdated(&self, doc_hash: &DocHash) -> Result<bool> {
-        chunks_outdated(&self.conn, doc_hash)
+    /// Whether the ledger has this document with chunks an older recipe made (its recorded
+    /// recipe version is under `recipe_version`, the one this build uses for its file), or
+    /// with chunks whose stored text does not hash to their ID (chunk ID version 1, of the
+    /// normalised text): its file is chunked again, and the document's chunks replaced
+    /// (`BatchWriter::upsert`).
+    pub fn chunks_outdated(&self, doc_hash: &DocHash, recipe_version: u32) -> Result<bool> {
+        chunks_outdated(&self.conn, doc_hash, recipe_version)
     }
 
     /// What the documents that hold chunk `id` are called now (empty when none holds it).
@@ -955,7 +964,7 @@ impl BatchWriter<'_> {
             };
             self.insert_document(&upsert.doc_hash, document)?;
         } else if let Some(document) = &upsert.document {
-            if chunks_outdated(self.tx, &upsert.doc_hash)? {
+            if chunks_outdated(self.tx, &upsert.doc_hash, document.recipe_version)? {
                 self.rechunk(&upsert.doc_hash, document)?;
             } else {
                 self.fill_fields(&upsert.doc_hash, document)?;
@@ -1095,14 +1104,16 @@ impl BatchWriter<'_> {
         let context = || format!("write document {doc_hash}");
         self.tx
             .prepare_cached(
-                "INSERT INTO documents (doc_hash, title, n_chunks, fields) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO documents (doc_hash, title, n_chunks, fields, recipe_version)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
             )
             .and_then(|mut stmt| {
                 stmt.execute(params![
                     doc_hash.as_bytes(),
                     document.title,
                     document.chunks.len() as i64,
-                    encode_fields(&document.fields)
+                    encode_fields(&document.fields),
+                    document.recipe_version,
                 ])
             })
             .map_err(sql_error(context()))?;
@@ -1414,11 +1425,23 @@ fn bad_blob(index: usize) -> rusqlite::Error {
     )
 }
 
-/// Whether a document's chunks were made by an older groundidx (or altered since): its first
-/// chunk's ID is not `ids::chunk_id` of the chunk's stored heading path and text. A document's
-/// chunks are written together, by one recipe, so the first tells for all; a document without
-/// chunks (or not in the ledger) has none to make again.
-fn chunks_outdated(conn: &Connection, doc_hash: &DocHash) -> Result<bool> {
+/// Whether a document's chunks were made by an older groundidx (or altered since): its recorded
+/// recipe version is under `recipe_version`, or its first chunk's ID is not `ids::chunk_id` of
+/// the chunk's stored heading path and text. A document's chunks are written together, by one
+/// recipe, so the first tells for all. A document of an older recipe counts even without
+/// chunks (a newer recipe may find some: one of headings alone); one not in the ledger has
+/// nothing to make again.
+fn chunks_outdated(conn: &Connection, doc_hash: &DocHash, recipe_version: u32) -> Result<bool> {
+    let recorded: Option<u32> = conn
+        .prepare_cached("SELECT recipe_version FROM documents WHERE doc_hash = ?1")
+        .and_then(|mut stmt| {
+            stmt.query_row([doc_hash.as_bytes()], |row| row.get(0))
+                .optional()
+        })
+        .map_err(sql_error(format!("read document {doc_hash}")))?;
+    if recorded.is_some_and(|recorded| recorded < recipe_version) {
+        return Ok(true);
+    }
     let first = conn
         .prepare_cached(
             "SELECT c.chunk_id, c.heading, c.text FROM doc_chunks dc

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::ledger::sql_error;
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The oldest version this build opens: older stores are upgraded in place by a writer, and
 /// read as they are by a reader (no reader query depends on what the upgrades add).
@@ -29,7 +29,17 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (5, SCHEMA_V5),
     (6, SCHEMA_V6),
     (7, SCHEMA_V7),
+    (8, SCHEMA_V8),
 ];
+
+/// Version 8: each document records the version of the recipe that made its chunks
+/// (`chunk::recipe_version`: the chunker's, and later its format extractor's). Documents from
+/// before get 0, older than any recipe: the next ingest's plan reads the file of every source
+/// whose document is older than the recipe for its kind (the stat cache does not vouch for it),
+/// and the document is chunked again. Only those files are read again, on every later change
+/// of a recipe too.
+const SCHEMA_V8: &str =
+    "ALTER TABLE documents ADD COLUMN recipe_version INTEGER NOT NULL DEFAULT 0;";
 
 /// Version 7: chunk IDs name a chunk's exact text (`ids::CHUNK_ID_VERSION` 2), where version 1
 /// hashed its normalised text and so kept the first whitespace variant ever seen. The rows

@@ -39,6 +39,7 @@ fn upsert(path: &str, seed: u8, id: ChunkId, text: &str) -> SourceUpsert {
                 lines: (1, 1),
                 ordinal: 0,
             }],
+            recipe_version: groundidx::chunk::CHUNKER_VERSION,
         }),
     }
 }

@@ -95,6 +95,9 @@
 //! - `recorded_model`: a store keeps its embedding model: a relative `--embed-model` found from
 //!   any folder, plain `ingest` and `embed` use the recorded model, or fail clearly when its
 //!   folder is gone, the lexical part kept.
+//! - `small_chunks`: a fragment too small to stand alone is served with its neighbour, a file
+//!   of a heading alone is found by its heading and its file name, and a store an older
+//!   chunking recipe made is chunked again by its next ingest, once.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
 
@@ -153,6 +156,7 @@ mod served_text;
 mod shared_ledger;
 mod signals;
 mod slow_clients;
+mod small_chunks;
 mod stat_cache;
 mod support_pg;
 mod tidy;

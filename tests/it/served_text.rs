@@ -158,9 +158,9 @@ pub fn make_ledger_older(path: &std::path::Path, fresh: &str, stale: &str) {
             .expect("rename chunk");
     }
     ledger
-        .execute(
-            "UPDATE meta SET value = 6 WHERE name = 'schema_version'",
-            [],
+        .execute_batch(
+            "ALTER TABLE documents DROP COLUMN recipe_version;
+             UPDATE meta SET value = 6 WHERE name = 'schema_version';",
         )
         .expect("set the schema version");
 }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use groundidx::ledger::postgres::PG_SCHEMA_VERSION;
 use serde_json::Value;
 
 use crate::agent_http::{Server, serve_with_env};
@@ -225,6 +226,83 @@ fn replicas_converge_after_a_writer_chunks_an_older_shared_ledger_again() {
     assert_all_equal_clean(&env, &schema, &[&writer, &replica]);
 }
 
+/// What an older chunking recipe left, in the SQL both dialects share: no chunk for a file of a
+/// heading alone, and every document recorded as chunked by recipe 0.
+const OLDER_RECIPE: &str = "
+DELETE FROM chunks WHERE chunk_id IN (SELECT dc.chunk_id FROM doc_chunks dc
+    JOIN sources s ON s.doc_hash = dc.doc_hash WHERE s.path = 'dlq.md');
+DELETE FROM doc_chunks WHERE doc_hash IN (SELECT doc_hash FROM sources WHERE path = 'dlq.md');
+UPDATE documents SET n_chunks = 0
+    WHERE doc_hash IN (SELECT doc_hash FROM sources WHERE path = 'dlq.md');
+UPDATE documents SET recipe_version = 0;
+";
+
+/// A shared ledger and a writer's mirror that an older chunking recipe made: the writer's next
+/// ingest reads its files past the stat cache, chunks them again and publishes them with its
+/// recipe's version, and every replica, one made from the older state included, converges to
+/// a clean ingest.
+#[test]
+fn a_writer_chunks_again_what_an_older_recipe_published() {
+    let Some(schema) = schema("older_recipe") else {
+        return;
+    };
+    let env = Env::empty();
+    env.write("dlq.md", "# Dead letter queues\n");
+    env.write("other.md", "# Other\n\nA page that does not change.\n");
+    let writer = Host::new(&env, "writer", &schema);
+    let replica = Host::new(&env, "replica", &schema);
+    writer.ingest(&env.docs);
+    let mirror = rusqlite::Connection::open(writer.store.join("ledger.sqlite")).expect("open");
+    // Stats recorded an hour after the files were written: the stat cache vouches for both.
+    mirror
+        .execute_batch(&format!(
+            "{OLDER_RECIPE} UPDATE sources SET recorded_ns = recorded_ns + 3600000000000;"
+        ))
+        .expect("make the mirror older");
+    drop(mirror);
+    client(&schema.url)
+        .batch_execute(&format!(
+            "SET search_path TO \"{}\"; {OLDER_RECIPE}",
+            schema.name
+        ))
+        .expect("make the shared ledger older");
+    replica.sync();
+    assert!(
+        replica
+            .export()
+            .values()
+            .all(|chunk| chunk.paths != ["dlq.md"]),
+        "the replica did not copy the older state"
+    );
+
+    let report = writer.ingest(&env.docs);
+    assert_eq!(report["documents"]["rechunked"], 2, "{report}");
+    assert_eq!(report["chunks"]["added"], 1, "{report}");
+    let current = groundidx::chunk::CHUNKER_VERSION;
+    assert_eq!(
+        count(
+            &schema.url,
+            &schema.name,
+            &format!("documents WHERE recipe_version = {current}")
+        ),
+        2,
+        "the shared ledger records the recipe"
+    );
+    replica.sync();
+    assert_all_equal_clean(&env, &schema, &[&writer, &replica]);
+    let mirrored: i64 = rusqlite::Connection::open(replica.store.join("ledger.sqlite"))
+        .expect("open")
+        .query_row(
+            "SELECT count(*) FROM documents WHERE recipe_version = ?1",
+            [current],
+            |row| row.get(0),
+        )
+        .expect("count");
+    assert_eq!(mirrored, 2, "the replica copies the recipe");
+    let again = writer.ingest(&env.docs);
+    assert_eq!(again["documents"]["rechunked"], 0, "{again}");
+}
+
 #[test]
 fn migrate_creates_the_schema_once_and_refuses_what_is_not_its_own() {
     let Some(schema) = schema("migrate") else {
@@ -241,12 +319,15 @@ fn migrate_creates_the_schema_once_and_refuses_what_is_not_its_own() {
     let first = host.json(&["migrate", "--json"]);
     assert_eq!(
         (first["from"].as_i64(), first["to"].as_i64()),
-        (Some(0), Some(3))
+        (Some(0), Some(PG_SCHEMA_VERSION))
     );
     let again = host.json(&["migrate", "--json"]);
     assert_eq!(again["from"], again["to"], "{again}");
     assert_success(&host.run(&["migrate", "--check"]), &["migrate", "--check"]);
-    assert_eq!(count(&schema.url, &schema.name, "schema_migrations"), 3);
+    assert_eq!(
+        count(&schema.url, &schema.name, "schema_migrations"),
+        PG_SCHEMA_VERSION
+    );
 
     // A version from a newer groundidx is refused by every command, and left as it is.
     client(&schema.url)
@@ -313,7 +394,10 @@ fn hosts_migrating_at_once_apply_each_migration_once() {
         let output = child.wait_with_output().expect("wait");
         assert_success(&output, &["migrate"]);
     }
-    assert_eq!(count(&schema.url, &schema.name, "schema_migrations"), 3);
+    assert_eq!(
+        count(&schema.url, &schema.name, "schema_migrations"),
+        PG_SCHEMA_VERSION
+    );
     assert_eq!(count(&schema.url, &schema.name, "ledger_meta"), 1);
 }
 

@@ -131,6 +131,7 @@ fn a_store_of_the_previous_schema_is_upgraded_in_place() {
         .execute_batch(
             "ALTER TABLE sources DROP COLUMN ctime_ns;
              ALTER TABLE documents DROP COLUMN fields;
+             ALTER TABLE documents DROP COLUMN recipe_version;
              DROP TABLE embedding_models;
              DROP TABLE model_stat_cache;
              DROP TABLE vectors;

@@ -600,7 +600,10 @@ async fn documents(
     let mut documents: BTreeMap<Vec<u8>, DocumentRow> = BTreeMap::new();
     for row in tx
         .query(
-            &format!("SELECT doc_hash, title, n_chunks, fields FROM documents WHERE {filter}"),
+            &format!(
+                "SELECT doc_hash, title, n_chunks, fields, recipe_version FROM documents
+                  WHERE {filter}"
+            ),
             &[&all, hashes],
         )
         .await?
@@ -613,6 +616,7 @@ async fn documents(
                 title: row.get(1),
                 n_chunks: row.get(2),
                 fields: row.get(3),
+                recipe_version: row.get(4),
                 tags: Vec::new(),
                 chunks: Vec::new(),
             },
@@ -706,6 +710,7 @@ struct PublishArgs {
     doc_titles: Vec<Option<String>>,
     doc_n_chunks: Vec<i64>,
     doc_fields: Vec<Option<String>>,
+    doc_recipe_versions: Vec<i64>,
     tag_docs: Vec<Vec<u8>>,
     tags: Vec<String>,
     link_docs: Vec<Vec<u8>>,
@@ -734,6 +739,7 @@ impl PublishArgs {
             doc_titles: Vec::new(),
             doc_n_chunks: Vec::new(),
             doc_fields: Vec::new(),
+            doc_recipe_versions: Vec::new(),
             tag_docs: Vec::new(),
             tags: Vec::new(),
             link_docs: Vec::new(),
@@ -763,6 +769,7 @@ impl PublishArgs {
             args.doc_hashes.push(hash.clone());
             args.doc_titles.push(document.title.as_deref().map(pg_text));
             args.doc_n_chunks.push(document.n_chunks);
+            args.doc_recipe_versions.push(document.recipe_version);
             args.doc_fields
                 .push(document.fields.as_deref().map(pg_text));
             for tag in &document.tags {
@@ -813,15 +820,17 @@ async fn write_documents(tx: &Tx<'_>, args: &PublishArgs) -> std::result::Result
     tx.execute("DELETE FROM doc_tags WHERE doc_hash = ANY($1)", &[hashes])
         .await?;
     tx.execute(
-        "INSERT INTO documents (doc_hash, title, n_chunks, fields)
-         SELECT * FROM unnest($1::bytea[], $2::text[], $3::int8[], $4::text[])
+        "INSERT INTO documents (doc_hash, title, n_chunks, fields, recipe_version)
+         SELECT * FROM unnest($1::bytea[], $2::text[], $3::int8[], $4::text[], $5::int8[])
          ON CONFLICT (doc_hash) DO UPDATE SET title = excluded.title,
-           n_chunks = excluded.n_chunks, fields = excluded.fields",
+           n_chunks = excluded.n_chunks, fields = excluded.fields,
+           recipe_version = excluded.recipe_version",
         &[
             hashes,
             &args.doc_titles,
             &args.doc_n_chunks,
             &args.doc_fields,
+            &args.doc_recipe_versions,
         ],
     )
     .await?;

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::ledger::postgres::{Budget, PgError, PgLedger};
 
 /// The schema version this build reads and writes.
-pub const PG_SCHEMA_VERSION: i64 = 3;
+pub const PG_SCHEMA_VERSION: i64 = 4;
 
 /// Every migration: `(version, name, SQL)`.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -17,6 +17,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "log_tokens",
         include_str!("migrations/0003_log_tokens.sql"),
+    ),
+    (
+        4,
+        "recipe_versions",
+        include_str!("migrations/0004_recipe_versions.sql"),
     ),
 ];
 
