@@ -109,7 +109,10 @@ impl<'a> Sources<'a> {
                 match (self.vectors, self.embedder) {
                     (None, _) => "; this store has no vectors\nhint: ingest with --embed-model DIR, or search with --mode lexical".to_string(),
                     (Some(v), _) if v.is_empty() => "; none is embedded yet\nhint: run groundidx embed, or search with --mode lexical".to_string(),
-                    (Some(_), None) => "; the model is not loaded\nhint: pass --embed-model DIR (the model the store was embedded with)".to_string(),
+                    (Some(_), None) => match self.model_problem {
+                        Some(problem) => format!("; {}\nhint: {}", problem.message, problem.hint),
+                        None => "; the model is not loaded\nhint: pass --embed-model DIR (the model the store was embedded with)".to_string(),
+                    },
                     (Some(v), Some(e)) => format!(
                         "; the store's vectors are from model {}, the loaded model is {}\nhint: pass the store's model with --embed-model, or run groundidx embed with this one",
                         &v.marker.fingerprint.to_hex()[..12],
@@ -610,6 +613,23 @@ pub fn store_semantic_status(ledger: &Ledger) -> Result<(Mode, SemanticStatus)> 
         ));
     };
     let covered = ledger.vector_coverage(&active.fingerprint)?;
+    // A remote model is known only by what its server answers: `status` asks no server (it
+    // must answer at once for monitoring, whatever the network), so it says what the store
+    // records and the coverage; a search or the server's `/health` says whether it answers.
+    if active.description["kind"] == "remote" {
+        let model = format!(
+            "{} at {}",
+            active.description["name"].as_str().unwrap_or("?"),
+            active.description["url"].as_str().unwrap_or("?")
+        );
+        return Ok(coverage_status(
+            Coverage {
+                vectors: covered.vectors.min(covered.chunks),
+                chunks: covered.chunks,
+            },
+            Some(model),
+        ));
+    }
     let coverage = Coverage {
         vectors: covered.vectors.min(covered.chunks),
         chunks: covered.chunks,
@@ -658,39 +678,55 @@ pub fn store_semantic_status(ledger: &Ledger) -> Result<(Mode, SemanticStatus)> 
                     format!("{} at {}", remote.model, remote.url)
                 }
             });
-            if coverage.vectors == 0 {
-                (
-                    Mode::Lexical,
-                    status(
-                        SemanticState::Off,
-                        Some(SemanticReason::EmbeddingIncomplete),
-                        Some("no chunk has a vector yet".to_string()),
-                        Some("run `groundidx embed`".to_string()),
-                        model,
-                    ),
-                )
-            } else if coverage.vectors < coverage.chunks {
-                (
-                    Mode::Hybrid,
-                    status(
-                        SemanticState::Partial,
-                        Some(SemanticReason::EmbeddingIncomplete),
-                        Some(format!(
-                            "{} chunks have no vector yet and are found by words only",
-                            coverage.chunks - coverage.vectors
-                        )),
-                        Some("run `groundidx embed` (a plain `groundidx ingest` embeds new chunks too)".to_string()),
-                        model,
-                    ),
-                )
-            } else {
-                (
-                    Mode::Hybrid,
-                    status(SemanticState::On, None, None, None, model),
-                )
-            }
+            coverage_status(coverage, model)
         }
     })
+}
+
+/// The mode and semantic status of a store whose model is found, by its coverage alone.
+fn coverage_status(coverage: Coverage, model: Option<String>) -> (Mode, SemanticStatus) {
+    let status = |state, reason, message, hint, model| SemanticStatus {
+        state,
+        reason,
+        message,
+        hint,
+        model,
+        coverage,
+    };
+    if coverage.vectors == 0 {
+        (
+            Mode::Lexical,
+            status(
+                SemanticState::Off,
+                Some(SemanticReason::EmbeddingIncomplete),
+                Some("no chunk has a vector yet".to_string()),
+                Some("run `groundidx embed`".to_string()),
+                model,
+            ),
+        )
+    } else if coverage.vectors < coverage.chunks {
+        (
+            Mode::Hybrid,
+            status(
+                SemanticState::Partial,
+                Some(SemanticReason::EmbeddingIncomplete),
+                Some(format!(
+                    "{} chunks have no vector yet and are found by words only",
+                    coverage.chunks - coverage.vectors
+                )),
+                Some(
+                    "run `groundidx embed` (a plain `groundidx ingest` embeds new chunks too)"
+                        .to_string(),
+                ),
+                model,
+            ),
+        )
+    } else {
+        (
+            Mode::Hybrid,
+            status(SemanticState::On, None, None, None, model),
+        )
+    }
 }
 
 /// Where a loaded model is: its folder, or its name and server.
