@@ -93,6 +93,13 @@
 //! - `recorded_model`: a store keeps its embedding model: a relative `--embed-model` found from
 //!   any folder, plain `ingest` and `embed` use the recorded model, or fail clearly when its
 //!   folder is gone, the lexical part kept.
+//! - `semantic_status`: every answer says the mode it used and why not hybrid at full coverage,
+//!   one reason code per cause (`model_missing`, `model_changed`, `model_unreadable`,
+//!   `embedding_incomplete`) on `search --json` (one warning line), MCP, HTTP, `/health` and
+//!   `status --json`; a server's `/health` follows the active model.
+//! - `readme_setups`: README's first `ingest --embed-model`, cron line, systemd unit and MCP
+//!   configuration, read from the files and run from other folders, search hybrid with every
+//!   chunk embedded.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
 
@@ -140,11 +147,13 @@ mod names;
 mod ops;
 mod pipes;
 mod prompt;
+mod readme_setups;
 mod recorded_model;
 mod reingest;
 mod search;
 mod search_generation;
 mod semantic;
+mod semantic_status;
 mod serve_signals;
 mod served_text;
 mod shared_ledger;
