@@ -1236,8 +1236,59 @@ pub fn chunk_record(ledger: &Ledger, chunk: StoredChunk) -> Result<ChunkRecord> 
 
 #[cfg(test)]
 mod tests {
-    use super::{FUSION_ANCHOR, fuse};
+    use super::{
+        Coverage, FUSION_ANCHOR, Mode, ModelProblem, SemanticReason, SemanticState, SemanticStatus,
+        fuse,
+    };
     use crate::ids::{self, ChunkId};
+
+    fn status(state: SemanticState, reason: Option<SemanticReason>) -> SemanticStatus {
+        let problem = ModelProblem::new(
+            SemanticReason::ModelMissing,
+            "the store's model",
+            "/x/all-MiniLM-L6-v2",
+            "embedding model /x: gone\nhint: never shown twice",
+        );
+        SemanticStatus {
+            state,
+            reason,
+            message: Some(problem.message),
+            hint: Some(problem.hint),
+            model: Some(problem.model),
+            coverage: Coverage {
+                vectors: 15,
+                chunks: 15,
+            },
+        }
+    }
+
+    #[test]
+    fn the_warning_is_one_line_with_the_mode_the_reason_the_coverage_and_a_hint() {
+        let missing = status(SemanticState::Off, Some(SemanticReason::ModelMissing));
+        assert!(missing.degraded());
+        assert_eq!(
+            missing.warning(Mode::Lexical),
+            "searching by words only: the store's model /x/all-MiniLM-L6-v2 is missing \
+             (15 of 15 chunks embedded); hint: put the model folder back, or pass where it is \
+             now with --embed-model DIR; `groundidx embed --embed-model DIR` embeds the store \
+             with another model"
+        );
+        assert!(!missing.warning(Mode::Lexical).contains('\n'));
+        let partial = status(
+            SemanticState::Partial,
+            Some(SemanticReason::EmbeddingIncomplete),
+        );
+        assert!(
+            partial
+                .warning(Mode::Hybrid)
+                .starts_with("hybrid search over part of the store: ")
+        );
+        // Words alone asked for, or no model to search by: nothing to warn about.
+        for quiet in [SemanticReason::LexicalAsked, SemanticReason::NoModel] {
+            assert!(!status(SemanticState::Off, Some(quiet)).degraded());
+        }
+        assert!(!status(SemanticState::On, None).degraded());
+    }
 
     fn id(n: usize) -> ChunkId {
         ids::chunk_id(&[], &format!("chunk {n}"))

@@ -142,7 +142,8 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
             "semantic_unavailable": {"type": "string", "description": "present when the hits were ranked by words alone though the store has embeddings: why (the model that made them is not the one that would embed the query, or the query could not be embedded); semantic.message says the same"},
             "semantic": semantic_schema()
         },
-        "required": ["generation", "last_ingest", "hits", "mode", "semantic_coverage", "semantic"]
+        // Not `semantic`: an answer stored before it existed is replayed byte for byte.
+        "required": ["generation", "last_ingest", "hits"]
     });
     let mut chunk_output = json!({
         "type": "object",
