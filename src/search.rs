@@ -12,7 +12,9 @@
 //! vector index) and `hybrid` (both legs, fused by a convex combination of their scores, each
 //! leg's scaled so that its best candidate scores 1 and its `FUSION_ANCHOR`-th 0; see
 //! [`fuse`]). Filters restrict both legs to the same chunk keys. Hybrid is the default when the store has vectors and the model that made them
-//! is loaded; every answer says the mode it used and the semantic coverage.
+//! is loaded; every answer says the mode it used, the semantic coverage and, in `semantic`,
+//! whether meaning took part and why not fully (`SemanticReason`, a closed set of codes: the
+//! store's model missing, changed or unreadable, chunks not embedded yet, …).
 
 use std::collections::HashMap;
 use std::str::FromStr;
