@@ -74,8 +74,8 @@ impl Places<'_> {
     }
 }
 
-/// Every chunk has a vector of the store's model, and a search from `cwd` is hybrid.
-fn assert_hybrid_everywhere(env: &Env, cwd: &Path, query: &str) {
+/// Every chunk has a vector of the store's model, found from `cwd`, so search would be hybrid.
+fn assert_all_embedded(env: &Env, cwd: &Path) {
     let status = run_json(env, cwd, &["status", "--json"]);
     assert_eq!(status["mode"], "hybrid", "{status}");
     assert_eq!(status["semantic"]["state"], "on", "{status}");
@@ -83,6 +83,12 @@ fn assert_hybrid_everywhere(env: &Env, cwd: &Path, query: &str) {
         status["semantic"]["coverage"]["vectors"], status["chunks"],
         "every chunk embedded: {status}"
     );
+}
+
+/// Every chunk embedded, and a search from `cwd` is hybrid (loading the model costs a second
+/// in a debug build, so not after every step).
+fn assert_hybrid_everywhere(env: &Env, cwd: &Path, query: &str) {
+    assert_all_embedded(env, cwd);
     let answer = run_json(env, cwd, &["search", query, "--json"]);
     assert_eq!(answer["mode"], "hybrid", "{answer}");
     assert_eq!(answer["semantic"]["state"], "on", "{answer}");
@@ -166,7 +172,7 @@ async fn readmes_cron_line_systemd_unit_and_mcp_config_keep_hybrid_search() {
         .expect("run the cron line");
     assert_success(&output, &cron_command);
     assert!(output.stdout.is_empty(), "--quiet: {output:?}");
-    assert_hybrid_everywhere(&env, &root, "how long are snapshots kept");
+    assert_all_embedded(&env, &root);
 
     // The systemd unit README points to, its ExecStart run from `/` (systemd's default
     // working directory for a system service).
@@ -182,7 +188,7 @@ async fn readmes_cron_line_systemd_unit_and_mcp_config_keep_hybrid_search() {
         .output()
         .expect("run the unit's ExecStart");
     assert_success(&output, &[exec_start]);
-    assert_hybrid_everywhere(&env, &root, "who gets paged");
+    assert_all_embedded(&env, &root);
 
     // The MCP client configuration: its command and arguments started from another folder,
     // as Claude Desktop or Cursor starts them.
