@@ -210,6 +210,7 @@ fn main() {
             top_k: 10,
             filter: ChunkFilter::default(),
             mode: Some(mode),
+            min_score: None,
         };
         for q in &queries[..20] {
             search(&reader, &request(q)).expect("warm up");

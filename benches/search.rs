@@ -28,6 +28,7 @@ fn benches(c: &mut Criterion) {
         top_k: 10,
         filter,
         mode: None,
+        min_score: None,
     };
     let plain = request(ChunkFilter::default());
     c.bench_function("search/top10", |b| {

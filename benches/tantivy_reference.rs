@@ -196,6 +196,7 @@ fn groundidx_search(reader: &StoreReader, text: &str) -> usize {
         top_k: 10,
         filter: ChunkFilter::default(),
         mode: None,
+        min_score: None,
     };
     search(reader, &request).expect("search").hits.len()
 }

@@ -12,7 +12,9 @@
 //! vector index) and `hybrid` (both legs, fused by a convex combination of their scores, each
 //! leg's scaled so that its best candidate scores 1 and its `FUSION_ANCHOR`-th 0; see
 //! [`fuse`]). Filters restrict both legs to the same chunk keys. Hybrid is the default when the store has vectors and the model that made them
-//! is loaded; every answer says the mode it used and the semantic coverage.
+//! is loaded; every answer says the mode it used, the semantic coverage and, in `semantic`,
+//! whether meaning took part and why not fully (`SemanticReason`, a closed set of codes: the
+//! store's model missing, changed or unreadable, chunks not embedded yet, …).
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -79,6 +81,8 @@ pub struct Sources<'a> {
     pub snapshot: &'a Snapshot,
     pub vectors: Option<&'a VectorSet>,
     pub embedder: Option<&'a dyn Embedder>,
+    /// Why no model that makes the store's vectors is loaded, when it could not be.
+    pub model_problem: Option<&'a ModelProblem>,
 }
 
 impl<'a> Sources<'a> {
@@ -107,7 +111,10 @@ impl<'a> Sources<'a> {
                 match (self.vectors, self.embedder) {
                     (None, _) => "; this store has no vectors\nhint: ingest with --embed-model DIR, or search with --mode lexical".to_string(),
                     (Some(v), _) if v.is_empty() => "; none is embedded yet\nhint: run groundidx embed, or search with --mode lexical".to_string(),
-                    (Some(_), None) => "; the model is not loaded\nhint: pass --embed-model DIR (the model the store was embedded with)".to_string(),
+                    (Some(_), None) => match self.model_problem {
+                        Some(problem) => format!("; {}\nhint: {}", problem.message, problem.hint),
+                        None => "; the model is not loaded\nhint: pass --embed-model DIR (the model the store was embedded with)".to_string(),
+                    },
                     (Some(v), Some(e)) => format!(
                         "; the store's vectors are from model {}, the loaded model is {}\nhint: pass the store's model with --embed-model, or run groundidx embed with this one",
                         &v.marker.fingerprint.to_hex()[..12],
@@ -139,6 +146,115 @@ impl<'a> Sources<'a> {
         }
     }
 
+    /// Whether meaning took part in an answer ranked in `mode` (asked as `asked`), and why not
+    /// fully; `query_error` when the model failed to embed the query.
+    pub fn semantic_status(
+        &self,
+        asked: Option<Mode>,
+        mode: Mode,
+        query_error: Option<&Error>,
+    ) -> SemanticStatus {
+        let coverage = self.coverage();
+        let vectors = self.vectors.filter(|v| !v.is_empty());
+        let model = match (self.model_problem, self.embedder) {
+            (Some(problem), _) => Some(problem.model.clone()),
+            (None, Some(embedder)) => Some(model_place(embedder)),
+            (None, None) => {
+                vectors.map(|v| format!("model {}", &v.marker.fingerprint.to_hex()[..12]))
+            }
+        };
+        let off = |reason: SemanticReason, message: String, hint: Option<String>| SemanticStatus {
+            state: SemanticState::Off,
+            reason: Some(reason),
+            message: Some(message),
+            hint,
+            model: model.clone(),
+            coverage,
+        };
+        if mode != Mode::Lexical {
+            if coverage.vectors < coverage.chunks {
+                return SemanticStatus {
+                    state: SemanticState::Partial,
+                    reason: Some(SemanticReason::EmbeddingIncomplete),
+                    message: Some(format!(
+                        "{} chunks have no vector yet and are {}",
+                        coverage.chunks - coverage.vectors,
+                        if mode == Mode::Semantic {
+                            "not found by meaning"
+                        } else {
+                            "found by words only"
+                        }
+                    )),
+                    hint: Some(
+                        "run `groundidx embed` (a plain `groundidx ingest` embeds new chunks too)"
+                            .to_string(),
+                    ),
+                    model,
+                    coverage,
+                };
+            }
+            return SemanticStatus {
+                state: SemanticState::On,
+                reason: None,
+                message: None,
+                hint: None,
+                model,
+                coverage,
+            };
+        }
+        if asked == Some(Mode::Lexical) {
+            return off(
+                SemanticReason::LexicalAsked,
+                "lexical search was asked for".to_string(),
+                None,
+            );
+        }
+        if let Some(error) = query_error {
+            let text = error.to_string();
+            let (message, hint) = match text.split_once("\nhint: ") {
+                Some((message, hint)) => (message.to_string(), Some(hint.replace('\n', " "))),
+                None => (text, None),
+            };
+            return off(
+                SemanticReason::QueryNotEmbedded,
+                format!(
+                    "the query could not be embedded: {}",
+                    message.replace('\n', " ")
+                ),
+                hint,
+            );
+        }
+        if let Some(problem) = self.model_problem {
+            return off(
+                problem.reason,
+                problem.message.clone(),
+                Some(problem.hint.clone()),
+            );
+        }
+        match (self.vectors, self.embedder) {
+            (None, _) => off(
+                SemanticReason::NoModel,
+                "the store has no embedding model".to_string(),
+                Some("ingest with --embed-model DIR to search by meaning too".to_string()),
+            ),
+            (Some(v), _) if v.is_empty() => off(
+                SemanticReason::EmbeddingIncomplete,
+                "no chunk has a vector yet".to_string(),
+                Some("run `groundidx embed`".to_string()),
+            ),
+            (Some(_), Some(_)) => off(
+                SemanticReason::ModelChanged,
+                self.semantic_unavailable().unwrap_or_default(),
+                Some("search with the model that made the store's vectors".to_string()),
+            ),
+            (Some(_), None) => off(
+                SemanticReason::ModelNotLoaded,
+                self.semantic_unavailable().unwrap_or_default(),
+                Some("pass --embed-model DIR (the model the store was embedded with)".to_string()),
+            ),
+        }
+    }
+
     /// How many of the snapshot's chunks the vector index covers.
     pub fn coverage(&self) -> Coverage {
         let chunks = self.snapshot.num_chunks();
@@ -152,8 +268,10 @@ impl<'a> Sources<'a> {
 /// The model that embeds queries for a store, and what a person should know about the choice.
 pub struct QueryModel {
     pub model: Option<std::sync::Arc<dyn Embedder>>,
-    /// Set when semantic search cannot run, or runs with another model than the configured one.
+    /// Set when search uses another model than the configured one.
     pub notice: Option<String>,
+    /// Set when no model that makes the store's vectors can be loaded: semantic search is off.
+    pub problem: Option<ModelProblem>,
 }
 
 /// Which model would embed queries for a store, before it is loaded: its configuration and
@@ -161,6 +279,196 @@ pub struct QueryModel {
 pub struct QueryModelChoice {
     pub chosen: Option<(crate::embed::ModelConfig, crate::embed::Fingerprint)>,
     pub notice: Option<String>,
+    /// Why none can, when the store has vectors.
+    pub problem: Option<ModelProblem>,
+}
+
+/// Why semantic ranking is off or partial, as a code a program can act on (the closed set
+/// `search --json`, `search_docs`, `/health` and `status --json` carry in `semantic.reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SemanticReason {
+    /// The store has no vectors: it was never given an embedding model.
+    NoModel,
+    /// The request asked for lexical search.
+    LexicalAsked,
+    /// The folder of the store's model is gone.
+    ModelMissing,
+    /// A model is where the store's was, but its fingerprint differs: another model or settings.
+    ModelChanged,
+    /// The folder of the store's model is there but cannot be read or loaded.
+    ModelUnreadable,
+    /// The server of the store's (remote) model cannot be reached or fails.
+    ModelUnreachable,
+    /// No model that makes the store's vectors was handed to the search (a library caller).
+    ModelNotLoaded,
+    /// Some chunks have no vector yet: those are found by words only.
+    EmbeddingIncomplete,
+    /// The model failed to embed this query.
+    QueryNotEmbedded,
+}
+
+impl SemanticReason {
+    /// Every code, for the tool's output schema.
+    pub const ALL: [SemanticReason; 9] = [
+        SemanticReason::NoModel,
+        SemanticReason::LexicalAsked,
+        SemanticReason::ModelMissing,
+        SemanticReason::ModelChanged,
+        SemanticReason::ModelUnreadable,
+        SemanticReason::ModelUnreachable,
+        SemanticReason::ModelNotLoaded,
+        SemanticReason::EmbeddingIncomplete,
+        SemanticReason::QueryNotEmbedded,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SemanticReason::NoModel => "no_model",
+            SemanticReason::LexicalAsked => "lexical_asked",
+            SemanticReason::ModelMissing => "model_missing",
+            SemanticReason::ModelChanged => "model_changed",
+            SemanticReason::ModelUnreadable => "model_unreadable",
+            SemanticReason::ModelUnreachable => "model_unreachable",
+            SemanticReason::ModelNotLoaded => "model_not_loaded",
+            SemanticReason::EmbeddingIncomplete => "embedding_incomplete",
+            SemanticReason::QueryNotEmbedded => "query_not_embedded",
+        }
+    }
+}
+
+impl From<crate::store::ModelAbsence> for SemanticReason {
+    fn from(absence: crate::store::ModelAbsence) -> SemanticReason {
+        use crate::store::ModelAbsence;
+        match absence {
+            ModelAbsence::Missing => SemanticReason::ModelMissing,
+            ModelAbsence::Changed => SemanticReason::ModelChanged,
+            ModelAbsence::Unreadable => SemanticReason::ModelUnreadable,
+            ModelAbsence::Unreachable => SemanticReason::ModelUnreachable,
+        }
+    }
+}
+
+/// How much meaning took part in ranking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SemanticState {
+    /// Every chunk has a vector, and the query was embedded by the model that made them.
+    On,
+    /// Semantic ranking ran, but some chunks have no vector yet.
+    Partial,
+    /// Ranked by words alone.
+    Off,
+}
+
+/// Why the model that makes a store's vectors cannot embed queries here: found when the model
+/// is chosen and loaded, carried to every answer until another choice is made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelProblem {
+    pub reason: SemanticReason,
+    /// The model's folder or server, as the store records it.
+    pub model: String,
+    /// What is wrong, one line.
+    pub message: String,
+    /// What to do.
+    pub hint: String,
+}
+
+impl ModelProblem {
+    /// The problem with `model` (`whose`: "the store's model", "the configured model"),
+    /// `detail` being what failed, from an error's text (its `hint:` lines dropped).
+    pub fn new(reason: SemanticReason, whose: &str, model: &str, detail: &str) -> ModelProblem {
+        let detail = detail
+            .lines()
+            .filter(|line| !line.starts_with("hint: "))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let detail = if detail.is_empty() {
+            String::new()
+        } else {
+            format!(" ({detail})")
+        };
+        let (what, hint) = match reason {
+            SemanticReason::ModelMissing => (
+                "is missing".to_string(),
+                "put the model folder back, or pass where it is now with --embed-model DIR; `groundidx embed --embed-model DIR` embeds the store with another model".to_string(),
+            ),
+            SemanticReason::ModelChanged => (
+                format!("holds another model now{detail}"),
+                format!("put the store's model back there, or run `groundidx embed --embed-model {model}` to embed the store with the model it holds now"),
+            ),
+            SemanticReason::ModelUnreachable => (
+                format!("cannot be reached{detail}"),
+                "start that server, or pass one that serves the same model with --embed-url URL --embed-remote-model NAME".to_string(),
+            ),
+            _ => (
+                format!("cannot be loaded{detail}"),
+                "check the folder's files and permissions, or download the model again".to_string(),
+            ),
+        };
+        ModelProblem {
+            reason,
+            model: model.to_string(),
+            message: format!("{whose} {model} {what}"),
+            hint,
+        }
+    }
+
+    /// The problem an `Error::Model` describes (another error's text stands as the detail).
+    pub fn from_error(reason: SemanticReason, whose: &str, error: &Error) -> ModelProblem {
+        match error {
+            Error::Model { model, message } => ModelProblem::new(reason, whose, model, message),
+            other => ModelProblem::new(reason, whose, "", &other.to_string()),
+        }
+    }
+}
+
+/// Whether meaning took part in ranking an answer and, when not fully, why: the `semantic` field
+/// of every answer, of `/health` and of `status --json`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SemanticStatus {
+    pub state: SemanticState,
+    /// `null` when `state` is `on`.
+    pub reason: Option<SemanticReason>,
+    /// What `reason` means here, one line (`null` when `on`).
+    pub message: Option<String>,
+    /// What to do about it, when something can be done.
+    pub hint: Option<String>,
+    /// The store's model (its folder, or name and server), `null` when the store has none.
+    pub model: Option<String>,
+    /// Chunks with a vector of the store's model, of all chunks.
+    pub coverage: Coverage,
+}
+
+impl SemanticStatus {
+    /// Whether a person should be told: semantic ranking is off or partial though the store has
+    /// a model, and nobody asked for words alone.
+    pub fn degraded(&self) -> bool {
+        self.state != SemanticState::On
+            && !matches!(
+                self.reason,
+                Some(SemanticReason::NoModel | SemanticReason::LexicalAsked)
+            )
+    }
+
+    /// One line for a person: the mode, why, the coverage, and what to do.
+    pub fn warning(&self, mode: Mode) -> String {
+        let doing = match (self.state, mode) {
+            (SemanticState::Off, _) | (_, Mode::Lexical) => "searching by words only".to_string(),
+            (_, mode) => format!("{} search over part of the store", mode.as_str()),
+        };
+        let mut line = format!(
+            "{doing}: {} ({} of {} chunks embedded)",
+            self.message.as_deref().unwrap_or("semantic ranking is off"),
+            self.coverage.vectors,
+            self.coverage.chunks
+        );
+        if let Some(hint) = self.hint.as_deref().filter(|h| !h.is_empty()) {
+            line.push_str("; hint: ");
+            line.push_str(hint);
+        }
+        line
+    }
 }
 
 /// Loads the model that embeds queries for the store whose ledger this is: the configured one
@@ -172,16 +480,41 @@ pub fn query_model(
     configured: Option<&crate::embed::ModelConfig>,
 ) -> Result<QueryModel> {
     let choice = choose_query_model(ledger, configured)?;
-    Ok(QueryModel {
-        model: match &choice.chosen {
-            Some((config, _)) => Some(crate::embed::load(
-                config,
-                &crate::store::recorded_models(ledger)?,
-            )?),
-            None => None,
-        },
-        notice: choice.notice,
-    })
+    let Some((config, _)) = &choice.chosen else {
+        return Ok(QueryModel {
+            model: None,
+            notice: choice.notice,
+            problem: choice.problem,
+        });
+    };
+    // A model that fingerprints but cannot be loaded costs semantic search only.
+    match crate::embed::load(config, &crate::store::recorded_models(ledger)?) {
+        Ok(model) => Ok(QueryModel {
+            model: Some(model),
+            notice: choice.notice,
+            problem: None,
+        }),
+        Err(error @ Error::Model { .. }) => Ok(QueryModel {
+            model: None,
+            notice: choice.notice,
+            problem: Some(ModelProblem::from_error(
+                load_failure(config),
+                "the store's model",
+                &error,
+            )),
+        }),
+        Err(error) => Err(error),
+    }
+}
+
+/// Why a chosen model failed to load: its server, or its folder (gone or unreadable).
+pub fn load_failure(config: &crate::embed::ModelConfig) -> SemanticReason {
+    match config {
+        crate::embed::ModelConfig::Local(local) => {
+            crate::store::ModelAbsence::of_local_failure(&local.dir).into()
+        }
+        crate::embed::ModelConfig::Remote(_) => SemanticReason::ModelUnreachable,
+    }
 }
 
 /// The choice `query_model` makes, without loading the model: a server compares the chosen
@@ -192,7 +525,22 @@ pub fn choose_query_model(
 ) -> Result<QueryModelChoice> {
     let active = ledger.active_model()?;
     let configured_fingerprint = match configured {
-        Some(config) => Some(crate::store::model_fingerprint(ledger, config)?),
+        Some(config) => match crate::store::model_fingerprint(ledger, config) {
+            Ok(fingerprint) => Some(fingerprint),
+            // The configured model cannot be read: semantic search is off, and says why.
+            Err(error @ Error::Model { .. }) => {
+                return Ok(QueryModelChoice {
+                    chosen: None,
+                    notice: None,
+                    problem: Some(ModelProblem::from_error(
+                        load_failure(config),
+                        "the configured model",
+                        &error,
+                    )),
+                });
+            }
+            Err(error) => return Err(error),
+        },
         None => None,
     };
     if let (Some(config), Some(fingerprint)) = (configured, configured_fingerprint)
@@ -201,32 +549,201 @@ pub fn choose_query_model(
         return Ok(QueryModelChoice {
             chosen: Some((config.clone(), fingerprint)),
             notice: None,
+            problem: None,
         });
     }
     let Some(active) = active else {
         return Ok(QueryModelChoice {
             chosen: None,
             notice: None,
+            problem: None,
         });
     };
     let short = &active.fingerprint.to_hex()[..12];
-    match crate::store::recorded_model(ledger) {
-        Ok(Some((config, fingerprint))) => Ok(QueryModelChoice {
+    match crate::store::find_recorded_model(ledger)? {
+        crate::store::RecordedModelLookup::Found {
+            config,
+            fingerprint,
+        } => Ok(QueryModelChoice {
             chosen: Some((config, fingerprint)),
             notice: configured.map(|_| format!(
                 "the store's vectors are from another model ({short}); search uses that one until the configured model's vectors cover every chunk"
             )),
+            problem: None,
         }),
-        Ok(None) => Ok(QueryModelChoice {
+        crate::store::RecordedModelLookup::NoVectors => Ok(QueryModelChoice {
             chosen: None,
             notice: None,
+            problem: None,
         }),
         // A recorded model gone, moved or changed costs semantic search only: words still
-        // answer, and the notice says which model and what to do.
-        Err(err) => Ok(QueryModelChoice {
+        // answer, and every answer says which model, why and what to do.
+        crate::store::RecordedModelLookup::Unusable {
+            absence,
+            model,
+            detail,
+            ..
+        } => Ok(QueryModelChoice {
             chosen: None,
-            notice: Some(format!("searching lexically: {err}")),
+            notice: None,
+            problem: Some(ModelProblem::new(
+                absence.into(),
+                "the store's model",
+                &model,
+                &detail,
+            )),
         }),
+    }
+}
+
+/// What `status` says of semantic search from here, without loading a model: the store's
+/// recorded model, whether it is found where the store recorded it (by its fingerprint), and
+/// how many chunks have its vector. The mode is the one a search that names none would run in.
+pub fn store_semantic_status(ledger: &Ledger) -> Result<(Mode, SemanticStatus)> {
+    let chunks = ledger.counts()?.chunks;
+    let Some(active) = ledger.active_model()? else {
+        return Ok((
+            Mode::Lexical,
+            SemanticStatus {
+                state: SemanticState::Off,
+                reason: Some(SemanticReason::NoModel),
+                message: Some("the store has no embedding model".to_string()),
+                hint: Some("ingest with --embed-model DIR to search by meaning too".to_string()),
+                model: None,
+                coverage: Coverage { vectors: 0, chunks },
+            },
+        ));
+    };
+    let covered = ledger.vector_coverage(&active.fingerprint)?;
+    // A remote model is known only by what its server answers: `status` asks no server (it
+    // must answer at once for monitoring, whatever the network), so it says what the store
+    // records and the coverage; a search or the server's `/health` says whether it answers.
+    if active.description["kind"] == "remote" {
+        let model = format!(
+            "{} at {}",
+            active.description["name"].as_str().unwrap_or("?"),
+            active.description["url"].as_str().unwrap_or("?")
+        );
+        return Ok(coverage_status(
+            Coverage {
+                vectors: covered.vectors.min(covered.chunks),
+                chunks: covered.chunks,
+            },
+            Some(model),
+        ));
+    }
+    let coverage = Coverage {
+        vectors: covered.vectors.min(covered.chunks),
+        chunks: covered.chunks,
+    };
+    let status = |state, reason, message, hint, model| SemanticStatus {
+        state,
+        reason,
+        message,
+        hint,
+        model,
+        coverage,
+    };
+    Ok(match crate::store::find_recorded_model(ledger)? {
+        crate::store::RecordedModelLookup::NoVectors => (
+            Mode::Lexical,
+            status(
+                SemanticState::Off,
+                Some(SemanticReason::NoModel),
+                None,
+                None,
+                None,
+            ),
+        ),
+        crate::store::RecordedModelLookup::Unusable {
+            absence,
+            model,
+            detail,
+            ..
+        } => {
+            let problem = ModelProblem::new(absence.into(), "the store's model", &model, &detail);
+            (
+                Mode::Lexical,
+                status(
+                    SemanticState::Off,
+                    Some(problem.reason),
+                    Some(problem.message),
+                    Some(problem.hint),
+                    Some(model),
+                ),
+            )
+        }
+        crate::store::RecordedModelLookup::Found { config, .. } => {
+            let model = Some(match &config {
+                crate::embed::ModelConfig::Local(local) => local.dir.display().to_string(),
+                crate::embed::ModelConfig::Remote(remote) => {
+                    format!("{} at {}", remote.model, remote.url)
+                }
+            });
+            coverage_status(coverage, model)
+        }
+    })
+}
+
+/// The mode and semantic status of a store whose model is found, by its coverage alone.
+fn coverage_status(coverage: Coverage, model: Option<String>) -> (Mode, SemanticStatus) {
+    let status = |state, reason, message, hint, model| SemanticStatus {
+        state,
+        reason,
+        message,
+        hint,
+        model,
+        coverage,
+    };
+    if coverage.vectors == 0 {
+        (
+            Mode::Lexical,
+            status(
+                SemanticState::Off,
+                Some(SemanticReason::EmbeddingIncomplete),
+                Some("no chunk has a vector yet".to_string()),
+                Some("run `groundidx embed`".to_string()),
+                model,
+            ),
+        )
+    } else if coverage.vectors < coverage.chunks {
+        (
+            Mode::Hybrid,
+            status(
+                SemanticState::Partial,
+                Some(SemanticReason::EmbeddingIncomplete),
+                Some(format!(
+                    "{} chunks have no vector yet and are found by words only",
+                    coverage.chunks - coverage.vectors
+                )),
+                Some(
+                    "run `groundidx embed` (a plain `groundidx ingest` embeds new chunks too)"
+                        .to_string(),
+                ),
+                model,
+            ),
+        )
+    } else {
+        (
+            Mode::Hybrid,
+            status(SemanticState::On, None, None, None, model),
+        )
+    }
+}
+
+/// Where a loaded model is: its folder, or its name and server.
+fn model_place(embedder: &dyn Embedder) -> String {
+    let described = embedder.describe();
+    match (
+        described["path"].as_str().or(described["dir"].as_str()),
+        described["url"].as_str(),
+    ) {
+        (Some(path), _) => path.to_string(),
+        (None, Some(url)) => match described["name"].as_str() {
+            Some(name) => format!("{name} at {url}"),
+            None => url.to_string(),
+        },
+        (None, None) => format!("model {}", &embedder.fingerprint().to_hex()[..12]),
     }
 }
 
@@ -308,12 +825,16 @@ pub struct SearchResponse {
     pub semantic_coverage: Coverage,
     /// Why the hits were ranked by words alone though the store has vectors: the model that
     /// made them is not the one that would embed the query, or the query could not be embedded.
+    /// `semantic.message` says the same; this stays for older clients.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub semantic_unavailable: Option<String>,
     /// Why a `min_score` asked for was not applied (the query could not be embedded, so no
     /// hit has a `similarity`): the hits are not filtered, which the caller must know.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_score_unapplied: Option<String>,
+    /// Whether meaning took part in the ranking and, when not fully, why (`semantic.reason`,
+    /// a closed set of codes).
+    pub semantic: SemanticStatus,
     pub hits: Vec<Hit>,
 }
 
@@ -331,10 +852,12 @@ pub fn search(reader: &StoreReader, request: &SearchRequest) -> Result<SearchRes
     let vectors = reader.vectors();
     let embedder = reader.embedder();
     let ledger = reader.ledger()?;
+    let model_problem = reader.model_problem();
     let sources = Sources {
         snapshot: &snapshot,
         vectors: vectors.as_deref(),
         embedder: embedder.as_deref(),
+        model_problem: model_problem.as_ref(),
     };
     Ok(search_page(sources, &ledger, request, 0)?.response)
 }
@@ -361,10 +884,7 @@ fn search_page_in(
 ) -> Result<SearchPage> {
     let snapshot = sources_in.snapshot;
     let mut mode = sources_in.resolve(request.mode)?;
-    let mut semantic_unavailable = match mode {
-        Mode::Lexical if request.mode.is_none() => sources_in.semantic_unavailable(),
-        _ => None,
-    };
+    let mut query_error: Option<Error> = None;
     if request.top_k == 0 || request.top_k > MAX_TOP_K {
         return Err(Error::Usage(format!(
             "top_k must be between 1 and {MAX_TOP_K}, not {}",
@@ -430,7 +950,7 @@ fn search_page_in(
                 Err(err) if request.mode.is_none() => {
                     tracing::warn!(error = %err, "the query could not be embedded; searching by words alone");
                     mode = Mode::Lexical;
-                    semantic_unavailable = Some(format!("the query could not be embedded: {err}"));
+                    query_error = Some(err);
                     None
                 }
                 Err(err) => return Err(err),
@@ -483,6 +1003,15 @@ fn search_page_in(
             None => index::opening(&hit.text, 240),
         };
     }
+    let semantic = sources_in.semantic_status(request.mode, mode, query_error.as_ref());
+    let semantic_unavailable = match (&semantic.state, semantic.reason) {
+        (
+            SemanticState::Off,
+            Some(SemanticReason::NoModel | SemanticReason::LexicalAsked) | None,
+        ) => None,
+        (SemanticState::Off, Some(_)) => semantic.message.clone(),
+        _ => None,
+    };
     Ok(SearchPage {
         response: SearchResponse {
             generation: snapshot.generation().0,
@@ -496,6 +1025,7 @@ fn search_page_in(
                 ),
                 _ => None,
             },
+            semantic,
             hits: page,
         },
         more,
@@ -874,8 +1404,59 @@ pub fn chunk_record(ledger: &Ledger, chunk: StoredChunk) -> Result<ChunkRecord> 
 
 #[cfg(test)]
 mod tests {
-    use super::{FUSION_ANCHOR, fuse};
+    use super::{
+        Coverage, FUSION_ANCHOR, Mode, ModelProblem, SemanticReason, SemanticState, SemanticStatus,
+        fuse,
+    };
     use crate::ids::{self, ChunkId};
+
+    fn status(state: SemanticState, reason: Option<SemanticReason>) -> SemanticStatus {
+        let problem = ModelProblem::new(
+            SemanticReason::ModelMissing,
+            "the store's model",
+            "/x/all-MiniLM-L6-v2",
+            "embedding model /x: gone\nhint: never shown twice",
+        );
+        SemanticStatus {
+            state,
+            reason,
+            message: Some(problem.message),
+            hint: Some(problem.hint),
+            model: Some(problem.model),
+            coverage: Coverage {
+                vectors: 15,
+                chunks: 15,
+            },
+        }
+    }
+
+    #[test]
+    fn the_warning_is_one_line_with_the_mode_the_reason_the_coverage_and_a_hint() {
+        let missing = status(SemanticState::Off, Some(SemanticReason::ModelMissing));
+        assert!(missing.degraded());
+        assert_eq!(
+            missing.warning(Mode::Lexical),
+            "searching by words only: the store's model /x/all-MiniLM-L6-v2 is missing \
+             (15 of 15 chunks embedded); hint: put the model folder back, or pass where it is \
+             now with --embed-model DIR; `groundidx embed --embed-model DIR` embeds the store \
+             with another model"
+        );
+        assert!(!missing.warning(Mode::Lexical).contains('\n'));
+        let partial = status(
+            SemanticState::Partial,
+            Some(SemanticReason::EmbeddingIncomplete),
+        );
+        assert!(
+            partial
+                .warning(Mode::Hybrid)
+                .starts_with("hybrid search over part of the store: ")
+        );
+        // Words alone asked for, or no model to search by: nothing to warn about.
+        for quiet in [SemanticReason::LexicalAsked, SemanticReason::NoModel] {
+            assert!(!status(SemanticState::Off, Some(quiet)).degraded());
+        }
+        assert!(!status(SemanticState::On, None).degraded());
+    }
 
     fn id(n: usize) -> ChunkId {
         ids::chunk_id(&[], &format!("chunk {n}"))

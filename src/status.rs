@@ -31,6 +31,11 @@ pub struct StatusReport {
     pub idempotency_keys: u64,
     /// Every embedding model the store has vectors of, the one search uses first.
     pub models: Vec<ModelStatus>,
+    /// The mode a search that names none would run in from here.
+    pub mode: crate::search::Mode,
+    /// Whether the store's model is found from here (by its fingerprint) and how many chunks
+    /// have its vector; when semantic search would be off or partial, why.
+    pub semantic: crate::search::SemanticStatus,
 }
 
 /// The shared ledger a replica's store mirrors (`status --ledger`).
@@ -113,6 +118,7 @@ pub fn status(dir: &Path) -> Result<StatusReport> {
         });
     }
     let last_ingest_ms = ledger.last_ingest_ms()?;
+    let (mode, semantic) = crate::search::store_semantic_status(&ledger)?;
     Ok(StatusReport {
         documents: counts.documents,
         sources: counts.sources,
@@ -126,5 +132,7 @@ pub fn status(dir: &Path) -> Result<StatusReport> {
         usage_units: counts.usage_units,
         idempotency_keys: counts.idempotency_keys,
         models,
+        mode,
+        semantic,
     })
 }

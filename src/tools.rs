@@ -249,10 +249,12 @@ pub fn search_docs(
 ) -> Result<ToolAnswer> {
     let ledger = reader.ledger()?;
     let embedder = reader.embedder();
+    let model_problem = reader.model_problem();
     let sources = Sources {
         snapshot,
         vectors,
         embedder: embedder.as_deref(),
+        model_problem: model_problem.as_ref(),
     };
     let page = search::search_page(sources, &ledger, request, offset as usize)?;
     let used_vectors = match page.response.mode {

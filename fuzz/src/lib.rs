@@ -587,6 +587,7 @@ pub fn query(fixture: &QueryFixture, data: &[u8]) {
         top_k,
         filter: filter.clone(),
         mode: None,
+        min_score: None,
     };
     let result = search::search(&fixture.reader, &request);
     if top_k == 0 || top_k > search::MAX_TOP_K {

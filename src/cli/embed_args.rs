@@ -5,9 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use std::sync::Arc;
-
-use groundidx::embed::{Embedder, LocalConfig, ModelConfig, RemoteConfig};
+use groundidx::embed::{LocalConfig, ModelConfig, RemoteConfig};
+use groundidx::search::{ModelProblem, QueryModel};
 use groundidx::{Error, Result};
 
 use crate::cli::output;
@@ -94,41 +93,56 @@ impl EmbedArgs {
 }
 
 /// Loads the model that embeds queries for the store in `dir` (the configured one, or the one
-/// the store's vectors came from), once, for `search`, `mcp` and `serve`. Prints why semantic
-/// search is off or uses another model, when it does. A store that does not exist yet gets the
-/// configured model (a `serve --reindex` makes the store).
-pub fn load_query_model(
-    dir: &std::path::Path,
-    args: &EmbedArgs,
-) -> Result<Option<Arc<dyn Embedder>>> {
+/// the store's vectors came from), once, for `search`, `mcp` and `serve`. Prints nothing: the
+/// caller says why semantic search is off (`problem`) or uses another model (`notice`), each
+/// in its own way. A store that does not exist yet gets the configured model (a
+/// `serve --reindex` makes the store).
+pub fn load_query_model(dir: &std::path::Path, args: &EmbedArgs) -> Result<QueryModel> {
     let configured = args.model_config()?;
     let ledger = match groundidx::store::open_ledger(dir) {
         Ok(ledger) => ledger,
         Err(Error::NoStore { .. }) => {
             // No store, no recorded model: a remote model gets a new fingerprint.
-            let load = |config| groundidx::embed::load(config, &[]);
-            return match configured.as_ref().map(load).transpose() {
-                Err(err @ Error::Model { .. }) => {
-                    output::notice(&format!("{err}; searching by words alone"));
-                    Ok(None)
-                }
-                other => other,
+            let Some(config) = configured.as_ref() else {
+                return Ok(QueryModel {
+                    model: None,
+                    notice: None,
+                    problem: None,
+                });
+            };
+            return match groundidx::embed::load(config, &[]) {
+                Ok(model) => Ok(QueryModel {
+                    model: Some(model),
+                    notice: None,
+                    problem: None,
+                }),
+                Err(error @ Error::Model { .. }) => Ok(QueryModel {
+                    model: None,
+                    notice: None,
+                    problem: Some(ModelProblem::from_error(
+                        groundidx::search::load_failure(config),
+                        "the configured model",
+                        &error,
+                    )),
+                }),
+                Err(error) => Err(error),
             };
         }
         Err(err) => return Err(err),
     };
-    // A model that cannot be loaded costs semantic search only: words still answer.
-    match groundidx::search::query_model(&ledger, configured.as_ref()) {
-        Ok(chosen) => {
-            if let Some(notice) = &chosen.notice {
-                output::notice(notice);
-            }
-            Ok(chosen.model)
-        }
-        Err(err @ Error::Model { .. }) => {
-            output::notice(&format!("{err}; searching by words alone"));
-            Ok(None)
-        }
-        Err(err) => Err(err),
+    groundidx::search::query_model(&ledger, configured.as_ref())
+}
+
+/// Prints what a server should know about its query model at start: the model it uses
+/// instead of the configured one, or why semantic search is off.
+pub fn print_query_model(query: &QueryModel) {
+    if let Some(notice) = &query.notice {
+        output::notice(notice);
+    }
+    if let Some(problem) = &query.problem {
+        output::notice(&format!(
+            "searching by words only: {}\nhint: {}",
+            problem.message, problem.hint
+        ));
     }
 }

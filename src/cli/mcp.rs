@@ -20,9 +20,12 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
+    let loaded = crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?;
+    crate::cli::embed_args::print_query_model(&loaded);
     let query = server::QueryEmbedding {
-        loaded: crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?,
+        loaded: loaded.model,
         configured: args.embed.model_config()?,
+        problem: loaded.problem,
     };
     server::serve_stdio(
         &cli.store_dir(),

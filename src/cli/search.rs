@@ -61,11 +61,14 @@ fn parse_min_score(text: &str) -> std::result::Result<f32, String> {
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     let reader = StoreReader::open(&cli.store_dir())?;
     // A lexical search loads the model only to judge hits against `--min-score`.
-    if (args.mode != Some(search::Mode::Lexical) || args.min_score.is_some())
-        && let Some(model) =
-            crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?
-    {
-        reader.set_embedder(Some(model));
+    if args.mode != Some(search::Mode::Lexical) || args.min_score.is_some() {
+        let loaded = crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?;
+        // Said at -v only: search runs hybrid with the store's own model, nothing is lost.
+        if let Some(notice) = &loaded.notice {
+            tracing::info!("{notice}");
+        }
+        reader.set_embedder(loaded.model);
+        reader.set_model_problem(loaded.problem);
     }
     let root = match &args.root {
         Some(dir) => Some(known_root(&reader, dir)?),
@@ -86,6 +89,11 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         min_score: args.min_score,
     };
     let response = search::search(&reader, &request)?;
+    // One line when meaning took less part than the store's model allows, with or without
+    // --json: the mode, why, the coverage and what to do.
+    if response.semantic.degraded() {
+        tracing::warn!("{}", response.semantic.warning(response.mode));
+    }
     // A reader never replays the log (a writer does, and none can run on a read-only mount):
     // chunks committed after the index's generation are not found yet, which must be said.
     let ledger_generation = reader.ledger()?.generation()?.0;
@@ -128,19 +136,6 @@ fn known_root(reader: &StoreReader, dir: &std::path::Path) -> Result<String> {
 fn print_hits(response: &SearchResponse) -> Result<()> {
     if let Some(why) = &response.min_score_unapplied {
         output::notice(&format!("--min-score not applied: {why}"));
-    }
-    if let Some(why) = &response.semantic_unavailable {
-        output::notice(&format!("searching by words alone: {why}"));
-    }
-    let coverage = &response.semantic_coverage;
-    if response.mode != search::Mode::Lexical && coverage.vectors < coverage.chunks {
-        output::notice(&format!(
-            "{} search over {} of {} chunks with a vector; the rest are found by words only \
-             until embedding finishes (groundidx embed)",
-            response.mode.as_str(),
-            coverage.vectors,
-            coverage.chunks
-        ));
     }
     if response.hits.is_empty() {
         return output::line("no hits");

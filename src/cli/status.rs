@@ -82,6 +82,13 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     if let Some(shared) = &shared {
         print_shared(shared)?;
     }
+    if report.semantic.degraded() {
+        output::line(format!(
+            "{:<12} {}",
+            "search",
+            style::visible(&report.semantic.warning(report.mode))
+        ))?;
+    }
     for model in &report.models {
         let place = model
             .description

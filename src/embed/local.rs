@@ -454,6 +454,7 @@ fn hash_weights_streamed(model_folder: &ModelFolder, hash: &mut StreamHash) -> R
     let mut file = File::open(dir.join(folder::WEIGHTS)).map_err(cannot)?;
     let expected = file.metadata().map_err(cannot)?.len();
     model_folder.check_weights_size(expected)?;
+    check_weights_complete(dir, &file, expected)?;
     // The same framing as `StreamHash::part`: the length, then the bytes.
     hash.raw(&expected.to_le_bytes());
     let mut buffer = vec![0u8; 1 << 20];
@@ -476,6 +477,46 @@ fn hash_weights_streamed(model_folder: &ModelFolder, hash: &mut StreamHash) -> R
             ),
             "run again once the model folder is no longer being written",
         ));
+    }
+    Ok(())
+}
+
+/// Refuses a weights file whose safetensors header describes more (or less) data than the file
+/// holds: a download cut short must be an unreadable model, not a model of its own with a new
+/// fingerprint that fails only when it is loaded. Reads the header alone.
+fn check_weights_complete(dir: &Path, file: &File, size: u64) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let damaged = |what: String| {
+        model_error(
+            dir,
+            format!(
+                "{} is not a complete safetensors file (truncated or damaged?): {what}",
+                folder::WEIGHTS
+            ),
+            "download the model folder again",
+        )
+    };
+    let mut length = [0u8; 8];
+    file.read_exact_at(&mut length, 0)
+        .map_err(|error| damaged(format!("its header cannot be read: {error}")))?;
+    let header_length = u64::from_le_bytes(length);
+    // safetensors' own bound on the header, so a damaged length never asks for gigabytes.
+    const MAX_HEADER_BYTES: u64 = 100_000_000;
+    if header_length > MAX_HEADER_BYTES || 8 + header_length > size {
+        return Err(damaged(format!(
+            "its header claims {header_length} bytes, the file has {size}"
+        )));
+    }
+    let mut header = vec![0u8; header_length as usize];
+    file.read_exact_at(&mut header, 8)
+        .map_err(|error| damaged(format!("its header cannot be read: {error}")))?;
+    let metadata: safetensors::tensor::Metadata = serde_json::from_slice(&header)
+        .map_err(|error| damaged(format!("its header is not valid: {error}")))?;
+    let described = 8 + header_length + metadata.data_len() as u64;
+    if described != size {
+        return Err(damaged(format!(
+            "its header describes {described} bytes, the file has {size}"
+        )));
     }
     Ok(())
 }

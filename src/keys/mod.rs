@@ -351,6 +351,9 @@ pub struct Agent {
     /// The model that embeds queries, given to every reader opened; replaced when the store's
     /// active model changes (`follow_active_model`).
     query_model: RwLock<Option<Arc<dyn crate::embed::Embedder>>>,
+    /// Why no model embeds queries, when the store's could not be loaded; given to every
+    /// reader with the query model.
+    model_problem: RwLock<Option<crate::search::ModelProblem>>,
     /// The model the server was configured with, which it prefers when it is the active one.
     configured_model: Option<crate::embed::ModelConfig>,
     /// The model of the vector index last checked against the query model, and when.
@@ -422,6 +425,7 @@ impl Agent {
             cursor_key: CursorKey::of_store(store_dir),
             config,
             query_model: RwLock::new(None),
+            model_problem: RwLock::new(None),
             configured_model: None,
             model_check: Mutex::new(None),
             shared: None,
@@ -491,12 +495,40 @@ impl Agent {
     /// Done under the reader's lock, as `reload` installs a new reader: otherwise a reader
     /// swapped in between the two writes here would keep the model it was given before, for
     /// ever, while the server believed it held the new one.
-    pub fn set_query_model(&self, model: Option<Arc<dyn crate::embed::Embedder>>) {
+    /// `problem` says why there is none, when the store's model could not be loaded.
+    pub fn set_query_model(
+        &self,
+        model: Option<Arc<dyn crate::embed::Embedder>>,
+        problem: Option<crate::search::ModelProblem>,
+    ) {
         let reader = self.reader.write().unwrap_or_else(|e| e.into_inner());
         *self.query_model.write().unwrap_or_else(|e| e.into_inner()) = model.clone();
+        *self
+            .model_problem
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = problem.clone();
         if let Some(reader) = reader.as_ref() {
             reader.set_embedder(model);
+            reader.set_model_problem(problem);
         }
+    }
+
+    /// The mode a search that names none would run in now, and whether meaning takes part and
+    /// why not fully: what `/health` reports. `None` while the index cannot be opened.
+    pub fn semantic_status(&self) -> Option<(crate::search::Mode, crate::search::SemanticStatus)> {
+        let reader = self.current_reader()?;
+        let snapshot = reader.index().snapshot();
+        let vectors = reader.vectors();
+        let embedder = reader.embedder();
+        let model_problem = reader.model_problem();
+        let sources = crate::search::Sources {
+            snapshot: &snapshot,
+            vectors: vectors.as_deref(),
+            embedder: embedder.as_deref(),
+            model_problem: model_problem.as_ref(),
+        };
+        let mode = sources.resolve(None).ok()?;
+        Some((mode, sources.semantic_status(None, mode, None)))
     }
 
     /// The model configured for this server (`--embed-model`, `--embed-url`): the one it
@@ -557,23 +589,33 @@ impl Agent {
                 Some((config, fingerprint)) => match crate::embed::load(&config, &recorded) {
                     Ok(model) => {
                         tracing::info!(model = %short(fingerprint), "the store's active model changed; queries are embedded with it now");
-                        self.set_query_model(Some(model));
+                        self.set_query_model(Some(model), None);
                     }
                     Err(err) => {
                         tracing::warn!(error = %err, "the store's active model cannot be loaded; searching by words alone");
-                        self.set_query_model(None);
+                        let problem = crate::search::ModelProblem::from_error(
+                            crate::search::load_failure(&config),
+                            "the store's model",
+                            &err,
+                        );
+                        self.set_query_model(None, Some(problem));
                     }
                 },
                 None => {
                     if held.is_some() {
-                        let why = choice.notice.unwrap_or_else(|| {
-                            format!("the store's vectors are from model {}", short(wanted))
-                        });
+                        let why = match (&choice.problem, &choice.notice) {
+                            (Some(problem), _) => problem.message.clone(),
+                            (None, Some(notice)) => notice.clone(),
+                            (None, None) => {
+                                format!("the store's vectors are from model {}", short(wanted))
+                            }
+                        };
                         tracing::warn!(
                             "the query model no longer makes the store's vectors: {why}"
                         );
-                        self.set_query_model(None);
                     }
+                    // The latest reason stands, also when no model was held before.
+                    self.set_query_model(None, choice.problem);
                 }
             },
             Err(err) => {
@@ -611,6 +653,12 @@ impl Agent {
         // it changes the model: the new reader gets the model that is current when it goes in.
         let mut current = self.reader.write().unwrap_or_else(|e| e.into_inner());
         reader.set_embedder(self.query_model());
+        reader.set_model_problem(
+            self.model_problem
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        );
         *current = Some(reader);
         Ok(generation)
     }

@@ -366,16 +366,35 @@ fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
 
 async fn health(State(state): State<Arc<HttpState>>) -> Response {
     let agent = state.agent.clone();
-    let (generation, ledger) =
-        tokio::task::spawn_blocking(move || (agent.generation().ok(), agent.ledger_reachable()))
-            .await
-            .unwrap_or((None, Ok(())));
+    let (generation, ledger, semantic) = tokio::task::spawn_blocking(move || {
+        (
+            agent.generation().ok(),
+            agent.ledger_reachable(),
+            agent.semantic_status(),
+        )
+    })
+    .await
+    .unwrap_or((None, Ok(()), None));
+    // The mode a search would run in now, and why meaning takes no or partial part: still 200,
+    // words answer, but an operator sees the reason (`semantic.reason`).
+    let (mode, semantic) = match semantic {
+        Some((mode, semantic)) => (json!(mode), json!(semantic)),
+        None => (json!(null), json!(null)),
+    };
     // A host that cannot reach its shared ledger still searches its replica: 200, read-only.
     match ledger {
-        Ok(()) => axum::Json(json!({"status": "ok", "generation": generation})).into_response(),
+        Ok(()) => axum::Json(json!({
+            "status": "ok",
+            "generation": generation,
+            "mode": mode,
+            "semantic": semantic,
+        }))
+        .into_response(),
         Err((since, error)) => axum::Json(json!({
             "status": "read_only",
             "generation": generation,
+            "mode": mode,
+            "semantic": semantic,
             "ledger": {"reachable": false, "since": clock::rfc3339(since), "error": error},
         }))
         .into_response(),

@@ -39,6 +39,8 @@ pub struct Scope(pub String);
 pub struct QueryEmbedding {
     pub loaded: Option<Arc<dyn crate::embed::Embedder>>,
     pub configured: Option<crate::embed::ModelConfig>,
+    /// Why none is loaded, when the store's model could not be.
+    pub problem: Option<crate::search::ModelProblem>,
 }
 
 /// How often a server looks for a new index commit.
@@ -215,7 +217,7 @@ pub fn serve_stdio(
     let agent = Arc::new(
         open_agent(store_dir, config, shared.as_ref())?.with_configured_model(query.configured),
     );
-    agent.set_query_model(query.loaded);
+    agent.set_query_model(query.loaded, query.problem);
     runtime()?.block_on(async move {
         spawn_reloader(agent.clone());
         if let Some(shared) = shared {
@@ -318,7 +320,7 @@ pub fn serve_http(
         open_agent(store_dir, config.agent, config.shared.as_ref())?
             .with_configured_model(query.configured),
     );
-    agent.set_query_model(query.loaded);
+    agent.set_query_model(query.loaded, query.problem);
     if let Some(reindex) = &config.reindex
         && reindex.ingest.interrupt.signal().is_some()
     {

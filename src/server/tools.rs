@@ -88,6 +88,35 @@ fn admit_errors(output: &mut Value) {
     ]);
 }
 
+/// The `semantic` object of a search answer: whether meaning took part, and why not fully.
+fn semantic_schema() -> serde_json::Value {
+    let reasons: Vec<&str> = crate::search::SemanticReason::ALL
+        .iter()
+        .map(|reason| reason.as_str())
+        .collect();
+    json!({
+        "type": "object",
+        "description": "whether meaning took part in the ranking: on (every chunk has a vector and the query was embedded by the store's model), partial (some chunks have no vector yet) or off (words alone); reason says why when not on",
+        "properties": {
+            "state": {"type": "string", "enum": ["on", "partial", "off"]},
+            "reason": {
+                "type": ["string", "null"],
+                "enum": reasons.iter().map(|r| json!(r)).chain([json!(null)]).collect::<Vec<_>>(),
+                "description": "no_model: the store has no embedding model; lexical_asked: mode lexical was asked for; model_missing: the folder of the store's model is gone; model_changed: another model is there now; model_unreadable: the folder is there but cannot be loaded; model_unreachable: the model's server cannot be reached; model_not_loaded: no model was given to the search; embedding_incomplete: some chunks have no vector yet; query_not_embedded: the model failed to embed this query"
+            },
+            "message": {"type": ["string", "null"], "description": "what reason means here, one line"},
+            "hint": {"type": ["string", "null"], "description": "what to do about it"},
+            "model": {"type": ["string", "null"], "description": "the store's model: its folder, or name and server"},
+            "coverage": {
+                "type": "object",
+                "properties": {"vectors": {"type": "integer"}, "chunks": {"type": "integer"}},
+                "required": ["vectors", "chunks"]
+            }
+        },
+        "required": ["state", "reason", "message", "hint", "model", "coverage"]
+    })
+}
+
 /// `search_docs` and `get_chunk`, in that order.
 pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
     let annotations = || {
@@ -112,9 +141,11 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
                 "properties": {"vectors": {"type": "integer"}, "chunks": {"type": "integer"}},
                 "required": ["vectors", "chunks"]
             },
-            "semantic_unavailable": {"type": "string", "description": "present when the hits were ranked by words alone though the store has embeddings: why (the model that made them is not the one that would embed the query, or the query could not be embedded)"},
+            "semantic_unavailable": {"type": "string", "description": "present when the hits were ranked by words alone though the store has embeddings: why (the model that made them is not the one that would embed the query, or the query could not be embedded); semantic.message says the same"},
+            "semantic": semantic_schema(),
             "min_score_unapplied": {"type": "string", "description": "present when min_score was given but could not be applied (the query was not embedded): why; no hit was dropped"}
         },
+        // Not `semantic`: an answer stored before it existed is replayed byte for byte.
         "required": ["generation", "last_ingest", "hits"]
     });
     let mut chunk_output = json!({

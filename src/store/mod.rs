@@ -649,26 +649,91 @@ pub fn recorded_models(ledger: &Ledger) -> Result<Vec<crate::embed::RecordedMode
 /// no model (`ingest`, `ingest --watch`, `serve --reindex`, `embed`) embeds new chunks with it,
 /// so a store that has a model keeps every chunk embedded. `None` when the store has no vectors.
 ///
-/// A local folder is recorded by its canonical path. An older store recorded it as given on the
-/// command line; such a relative path is tried from the current folder, the store's parent
-/// folder and the store's folder, and the first that holds the recorded fingerprint is used.
-/// Fails with `Error::Model`, naming the folder (or server) and the fix, when none does: a
-/// writer must never leave chunks without a vector in silence.
+/// Fails with `Error::Model`, naming the folder (or server) and the fix, when the model cannot
+/// be found (see [`find_recorded_model`]): a writer must never leave chunks without a vector in
+/// silence.
 pub fn recorded_model(
     ledger: &Ledger,
 ) -> Result<Option<(crate::embed::ModelConfig, crate::embed::Fingerprint)>> {
+    match find_recorded_model(ledger)? {
+        RecordedModelLookup::NoVectors => Ok(None),
+        RecordedModelLookup::Found {
+            config,
+            fingerprint,
+        } => Ok(Some((config, fingerprint))),
+        RecordedModelLookup::Unusable { error, .. } => Err(error),
+    }
+}
+
+/// What looking for the store's recorded model found.
+pub enum RecordedModelLookup {
+    /// The store has no vectors, so no model.
+    NoVectors,
+    /// The recorded model, where it is now, with its fingerprint (the store's).
+    Found {
+        config: crate::embed::ModelConfig,
+        fingerprint: crate::embed::Fingerprint,
+    },
+    /// The recorded model cannot be used from here: why, as a code a program can act on, the
+    /// model's folder (or server), what was found there, and the error that names the fix.
+    Unusable {
+        absence: ModelAbsence,
+        model: String,
+        detail: String,
+        error: Error,
+    },
+}
+
+/// Why the model a store records cannot be used from here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelAbsence {
+    /// Its folder is gone (or the ledger's record of it does not say where it is).
+    Missing,
+    /// A model is there, but its fingerprint is not the store's: another model, or other settings.
+    Changed,
+    /// Its folder is there but cannot be read or loaded (permissions, a truncated or damaged file).
+    Unreadable,
+    /// Its server cannot be reached or fails.
+    Unreachable,
+}
+
+impl ModelAbsence {
+    /// Why a model folder that failed to fingerprint or load cannot be used: missing when the
+    /// folder is not there at all, else unreadable.
+    pub fn of_local_failure(dir: &Path) -> ModelAbsence {
+        if dir.is_dir() {
+            ModelAbsence::Unreadable
+        } else {
+            ModelAbsence::Missing
+        }
+    }
+}
+
+/// Looks for the model the store's active vectors came from (see [`recorded_model`]).
+///
+/// A local folder is recorded by its canonical path. An older store recorded it as given on the
+/// command line; such a relative path is tried from the current folder, the store's parent
+/// folder and the store's folder, and the first that holds the recorded fingerprint is used.
+/// When none does, the most telling finding among the places tried says why: a folder that
+/// cannot be read, then one that holds another model, then none there at all.
+pub fn find_recorded_model(ledger: &Ledger) -> Result<RecordedModelLookup> {
     use crate::embed::ModelConfig;
     let Some(active) = ledger.active_model()? else {
-        return Ok(None);
+        return Ok(RecordedModelLookup::NoVectors);
     };
     let short = active.fingerprint.to_hex()[..12].to_string();
     let Some(recorded) = crate::embed::config_from_description(&active.description) else {
-        return Err(Error::Model {
-            model: short,
-            message: format!(
-                "the store's vectors are from a model it cannot load again from its record ({})\nhint: pass that model with --embed-model DIR or --embed-url URL, or embed the store under another model with groundidx embed --embed-model DIR",
-                active.description
-            ),
+        return Ok(RecordedModelLookup::Unusable {
+            absence: ModelAbsence::Missing,
+            model: short.clone(),
+            detail: "its record does not say where it is".to_string(),
+            error: Error::Model {
+                model: short,
+                message: format!(
+                    "the store's vectors are from a model it cannot load again from its record ({})\nhint: pass that model with --embed-model DIR or --embed-url URL, or embed the store under another model with groundidx embed --embed-model DIR",
+                    active.description
+                ),
+            },
         });
     };
     let candidates: Vec<ModelConfig> = match &recorded {
@@ -697,22 +762,84 @@ pub fn recorded_model(
         _ => vec![recorded.clone()],
     };
     let mut found = Vec::new();
+    let mut unreadable = Vec::new();
+    let mut absence = ModelAbsence::Missing;
     for candidate in candidates {
         match model_fingerprint(ledger, &candidate) {
             Ok(fingerprint) if fingerprint == active.fingerprint => {
-                return Ok(Some((candidate, fingerprint)));
+                return Ok(RecordedModelLookup::Found {
+                    config: candidate,
+                    fingerprint,
+                });
             }
-            Ok(fingerprint) => found.push(format!("model {}", &fingerprint.to_hex()[..12])),
+            Ok(fingerprint) => {
+                if absence == ModelAbsence::Missing {
+                    absence = ModelAbsence::Changed;
+                }
+                found.push(format!("model {}", &fingerprint.to_hex()[..12]));
+            }
             // A server that cannot be reached says so, with its own address and hint.
-            Err(err) if matches!(recorded, ModelConfig::Remote(_)) => return Err(err),
-            Err(err) => found.push(err.to_string()),
+            Err(error) if matches!(recorded, ModelConfig::Remote(_)) => {
+                let (model, detail) = match &error {
+                    Error::Model { model, message } => (model.clone(), message.clone()),
+                    other => (short.clone(), other.to_string()),
+                };
+                return Ok(RecordedModelLookup::Unusable {
+                    absence: ModelAbsence::Unreachable,
+                    model,
+                    detail,
+                    error,
+                });
+            }
+            Err(error) => {
+                if let ModelConfig::Local(local) = &candidate
+                    && ModelAbsence::of_local_failure(&local.dir) == ModelAbsence::Unreadable
+                {
+                    absence = ModelAbsence::Unreadable;
+                    // What could not be read, not the folder's name again.
+                    if let Error::Model { message, .. } = &error {
+                        unreadable.push(message.clone());
+                    }
+                }
+                found.push(error.to_string());
+            }
         }
     }
-    Err(match recorded {
+    let (model, detail) = match (&recorded, absence) {
+        (ModelConfig::Local(local), ModelAbsence::Unreadable) => {
+            (local.dir.display().to_string(), unreadable.join("; "))
+        }
+        (ModelConfig::Local(local), ModelAbsence::Changed) => (
+            local.dir.display().to_string(),
+            format!(
+                "{}, the store's vectors are from model {short}",
+                found
+                    .iter()
+                    .filter(|f| f.starts_with("model "))
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+        (ModelConfig::Local(local), _) => (local.dir.display().to_string(), String::new()),
+        (ModelConfig::Remote(remote), _) => (
+            format!("{} at {}", remote.model, remote.url),
+            format!(
+                "it answers as {}, the store's vectors are from model {short}",
+                found.join(", ")
+            ),
+        ),
+    };
+    let error = match recorded {
         ModelConfig::Local(local) => Error::Model {
             model: local.dir.display().to_string(),
             message: format!(
-                "the store's vectors are from model {short}, recorded at this folder, which is gone or holds another model now ({}); new chunks cannot be embedded\nhint: pass the folder that holds it with --embed-model DIR, or embed the store under another model with groundidx embed --embed-model DIR",
+                "the store's vectors are from model {short}, recorded at this folder, which {} ({}); new chunks cannot be embedded\nhint: pass the folder that holds it with --embed-model DIR, or embed the store under another model with groundidx embed --embed-model DIR",
+                match absence {
+                    ModelAbsence::Missing => "is gone",
+                    ModelAbsence::Changed => "holds another model now",
+                    ModelAbsence::Unreadable | ModelAbsence::Unreachable => "cannot be read",
+                },
                 found.join("; ")
             ),
         },
@@ -723,6 +850,12 @@ pub fn recorded_model(
                 found.join("; ")
             ),
         },
+    };
+    Ok(RecordedModelLookup::Unusable {
+        absence,
+        model,
+        detail,
+        error,
     })
 }
 
@@ -758,6 +891,9 @@ pub struct StoreReader {
     /// The model that embeds queries, when one is loaded (the active model's); a server
     /// replaces it when another model becomes active.
     embedder: std::sync::RwLock<Option<Arc<dyn Embedder>>>,
+    /// Why no model that makes the store's vectors could be loaded, when none could: every
+    /// answer says so (`semantic.reason`).
+    model_problem: std::sync::RwLock<Option<crate::search::ModelProblem>>,
 }
 
 /// How many replaced vector indexes a reader keeps for page cursors, and for how long.
@@ -800,6 +936,7 @@ impl StoreReader {
             vectors: std::sync::RwLock::new(vectors),
             replaced_vectors: std::sync::Mutex::new(std::collections::VecDeque::new()),
             embedder: std::sync::RwLock::new(None),
+            model_problem: std::sync::RwLock::new(None),
         })
     }
 
@@ -877,6 +1014,22 @@ impl StoreReader {
             .embedder
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = embedder;
+    }
+
+    /// Records why no model embeds queries (`None`: nothing is wrong).
+    pub fn set_model_problem(&self, problem: Option<crate::search::ModelProblem>) {
+        *self
+            .model_problem
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = problem;
+    }
+
+    /// Why no model embeds queries, when none could be loaded.
+    pub fn model_problem(&self) -> Option<crate::search::ModelProblem> {
+        self.model_problem
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The model that embeds queries now.

@@ -158,7 +158,13 @@ impl Mcp {
         for (name, value) in envs {
             command.env(name, value);
         }
-        let stderr = env.tmp.path().join(format!(
+        Mcp::start_command(command, env.tmp.path()).await
+    }
+
+    /// Starts an MCP stdio server from a command made elsewhere (a client's configuration),
+    /// its stderr kept in a file under `stderr_dir`, and initializes.
+    pub async fn start_command(command: std::process::Command, stderr_dir: &Path) -> Mcp {
+        let stderr = stderr_dir.join(format!(
             "mcp-{}.stderr",
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));

@@ -110,7 +110,7 @@ fn synthetic_folder(name: &str) -> (tempfile::TempDir, PathBuf) {
         b"{\"not\": \"parsed by the fingerprint\"}",
     )
     .expect("tokenizer");
-    fs::write(dir.join("model.safetensors"), vec![7u8; 3 << 20]).expect("weights");
+    fs::write(dir.join("model.safetensors"), fake_weights(3 << 20)).expect("weights");
     write_pooling(&dir, "mean");
     fs::create_dir(dir.join("2_Normalize")).expect("normalize");
     fs::write(
@@ -119,6 +119,16 @@ fn synthetic_folder(name: &str) -> (tempfile::TempDir, PathBuf) {
     )
     .expect("sentence bert");
     (temp, dir)
+}
+
+/// A complete safetensors file of one tensor of `n` bytes, all 7: what a fingerprint reads,
+/// though no model loads it.
+fn fake_weights(n: usize) -> Vec<u8> {
+    let header = json!({"w": {"dtype": "U8", "shape": [n], "data_offsets": [0, n]}}).to_string();
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.resize(bytes.len() + n, 7);
+    bytes
 }
 
 fn bert_config(hidden_size: usize) -> Value {
@@ -484,6 +494,13 @@ fn damaged_weights_and_tokenizers_fail_with_the_file_and_a_hint() {
             &message,
             &dir,
             "model.safetensors is not a readable safetensors file",
+        );
+        // The fingerprint refuses it too: a cut download is no model of its own.
+        let message = model_error(embed::fingerprint(&ModelConfig::Local(config.clone()), &[]));
+        assert_names(
+            &message,
+            &dir,
+            "model.safetensors is not a complete safetensors file",
         );
     }
 

@@ -98,6 +98,13 @@
 //! - `small_chunks`: a fragment too small to stand alone is served with its neighbour, a file
 //!   of a heading alone is found by its heading and its file name, and a store an older
 //!   chunking recipe made is chunked again by its next ingest, once.
+//! - `semantic_status`: every answer says the mode it used and why not hybrid at full coverage,
+//!   one reason code per cause (`model_missing`, `model_changed`, `model_unreadable`,
+//!   `embedding_incomplete`) on `search --json` (one warning line), MCP, HTTP, `/health` and
+//!   `status --json`; a server's `/health` follows the active model.
+//! - `readme_setups`: README's first `ingest --embed-model`, cron line, systemd unit and MCP
+//!   configuration, read from the files and run from other folders, search hybrid with every
+//!   chunk embedded.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
 
@@ -145,12 +152,14 @@ mod names;
 mod ops;
 mod pipes;
 mod prompt;
+mod readme_setups;
 mod recorded_model;
 mod reingest;
 mod relevance_floor;
 mod search;
 mod search_generation;
 mod semantic;
+mod semantic_status;
 mod serve_signals;
 mod served_text;
 mod shared_ledger;

@@ -16,7 +16,7 @@ use crate::embedding::active_model;
 use crate::support::{Env, assert_success};
 
 /// A store of two short documents (few chunks: the real model is slow in a debug build).
-fn small_env() -> Env {
+pub fn small_env() -> Env {
     let env = Env::empty();
     env.write(
         "deploys.md",
@@ -31,7 +31,7 @@ fn small_env() -> Env {
 
 /// A folder of its own that holds links to every file of the real model, so a test can move
 /// or remove it without touching the shared one.
-fn model_copy(env: &Env, real: &Path) -> PathBuf {
+pub fn model_copy(env: &Env, real: &Path) -> PathBuf {
     let copy = env.tmp.path().join("model");
     std::fs::create_dir_all(&copy).expect("create the model folder");
     for entry in std::fs::read_dir(real).expect("read the model folder") {
