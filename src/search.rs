@@ -844,6 +844,9 @@ pub struct SearchPage {
     pub response: SearchResponse,
     /// There are hits after this page (and the page does not end at `MAX_PAGED_HITS`).
     pub more: bool,
+    /// The query was embedded and compared with the vector index (a semantic leg, or the
+    /// relevance floor in any mode): the next page must use the same vectors.
+    pub used_vectors: bool,
 }
 
 /// Runs a search against the reader's current snapshot of the index.
@@ -1029,6 +1032,7 @@ fn search_page_in(
             hits: page,
         },
         more,
+        used_vectors: query_vector.is_some(),
     })
 }
 

@@ -257,9 +257,10 @@ pub fn search_docs(
         model_problem: model_problem.as_ref(),
     };
     let page = search::search_page(sources, &ledger, request, offset as usize)?;
-    let used_vectors = match page.response.mode {
-        Mode::Lexical => 0,
-        _ => vectors.map_or(0, |v| v.marker.key()),
+    // The floor embeds the query in lexical mode too: its pages continue on the same vectors.
+    let used_vectors = match page.used_vectors {
+        false => 0,
+        true => vectors.map_or(0, |v| v.marker.key()),
     };
     let next_cursor = match pages {
         Some(key) if page.more => Some(key.seal(

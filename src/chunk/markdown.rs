@@ -102,7 +102,13 @@ pub(crate) fn markup_only(text: &str) -> bool {
         } else if rest.starts_with('<')
             && rest[1..].starts_with(|c: char| c.is_ascii_alphabetic() || c == '/' || c == '!')
         {
-            rest.find('>').map(|i| i + 1)
+            // An autolink (`<https://…>`, `<ops@example.com>`) is text, not a tag.
+            rest.find('>')
+                .filter(|&i| {
+                    let inside = &rest[..i];
+                    !(inside.contains([':', '@']) && !inside.contains(char::is_whitespace))
+                })
+                .map(|i| i + 1)
         } else {
             None
         };
@@ -193,6 +199,8 @@ mod tests {
             "<summary>Response</summary>",
             "a < b",
             "<!-- never closed",
+            "<https://example.com/download>",
+            "<ops@example.com>",
             "{% raw",
             "1 <2>",
         ] {

@@ -208,6 +208,13 @@ fn first_heading(units: &[Unit]) -> Option<String> {
 /// document can be found by them, and by its file name, which the index gives every chunk. Its
 /// heading path is the title when the title is not its first heading, as for any chunk. `None`
 /// when there is neither heading nor title: an empty document stays chunk-free.
+/// The least target size the markup-alone bound is measured against, so that small test
+/// targets keep a tag beside its text.
+const MIN_DROPPED_MARKUP_TARGET: usize = 1_000;
+
+/// The most bytes of heading lines the chunk of a document of headings alone holds.
+const MAX_HEADINGS_CHUNK_BYTES: usize = 4_096;
+
 fn headings_chunk(
     text: &str,
     units: &[Unit],
@@ -224,7 +231,17 @@ fn headings_chunk(
         })
         .filter(|(heading, _)| !heading.is_empty())
         .collect();
-    match (headings.first(), headings.last()) {
+    // The headings that fit in a chunk: a file of a hundred thousand headings is no passage of
+    // them all.
+    let limit = headings
+        .first()
+        .map_or(0, |(_, first)| first.start + MAX_HEADINGS_CHUNK_BYTES);
+    let fitting = headings
+        .iter()
+        .take_while(|(_, range)| range.end <= limit)
+        .last()
+        .or(headings.first());
+    match (headings.first(), fitting) {
         (Some((first, first_range)), Some((_, last_range))) => {
             let heading_path: Vec<String> =
                 title.filter(|title| title != first).into_iter().collect();
@@ -432,10 +449,21 @@ impl Packer<'_> {
     fn finish_section(&mut self) {
         self.section.extend(self.current.take());
         let min_size = MIN_CHUNK_CHARS.min(self.target_size / 4);
-        let mut joined: Vec<Piece> = Vec::with_capacity(self.section.len());
+        let mut done: Vec<Piece> = Vec::with_capacity(self.section.len());
+        let mut joined: Vec<Piece> = Vec::new();
         // Leading pieces too small to stand alone, waiting for the next piece.
         let mut leading: Option<Piece> = None;
         for piece in std::mem::take(&mut self.section) {
+            // Markup alone larger than two chunks (an inline SVG, a wall of tags) is no
+            // passage, and too large to ride along with one: it is left out, and no piece joins
+            // another across it (a join spans what lies between).
+            if piece.content == Content::MarkupOnly
+                && piece.size > 2 * self.target_size.max(MIN_DROPPED_MARKUP_TARGET)
+            {
+                done.append(&mut joined);
+                done.extend(leading.take().filter(|p| p.content == Content::Words));
+                continue;
+            }
             let piece = match leading.take() {
                 Some(before) => before.join(piece),
                 None => piece,
@@ -447,7 +475,8 @@ impl Packer<'_> {
             }
         }
         joined.extend(leading.filter(|piece| piece.content == Content::Words));
-        for piece in joined {
+        done.append(&mut joined);
+        for piece in done {
             self.emit(piece.range);
         }
     }
@@ -780,6 +809,32 @@ mod tests {
             "# A\n\nSee below.\n\n{% include copy-curl.html %}\n",
             10,
             &[("A", "See below.\n\n{% include copy-curl.html %}", (3, 5))],
+        );
+    }
+
+    #[test]
+    fn markup_alone_or_headings_alone_never_make_an_unbounded_chunk() {
+        let svg = format!(
+            "# T\n\nSome intro text here.\n\n<svg>\n{}</svg>\n\nAfter the picture.\n",
+            "<path d=\"M0 0L1 1\"/>\n".repeat(20_000)
+        );
+        let doc = chunk_document(DocKind::Markdown, &svg, &ChunkConfig::default());
+        let largest = doc.chunks.iter().map(|c| c.text.len()).max().unwrap_or(0);
+        assert!(largest < 10_000, "a chunk of {largest} bytes");
+        assert!(
+            doc.chunks
+                .iter()
+                .any(|c| c.text.contains("After the picture")),
+            "{:?}",
+            doc.chunks
+        );
+        let headings = "# Heading\n\n".repeat(100_000);
+        let doc = chunk_document(DocKind::Markdown, &headings, &ChunkConfig::default());
+        assert_eq!(doc.chunks.len(), 1);
+        assert!(
+            doc.chunks[0].text.len() <= 4_096,
+            "{}",
+            doc.chunks[0].text.len()
         );
     }
 

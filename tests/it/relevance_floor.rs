@@ -183,6 +183,40 @@ async fn search_docs_applies_the_floor_and_binds_it_to_its_pages() {
         "{}",
         next.raw
     );
+    // In lexical mode the floor embeds the query too, and its pages keep the floor.
+    let lexical = mcp
+        .search(
+            "k-lexical",
+            json!({"query": query, "top_k": 100, "min_score": floor, "mode": "lexical"}),
+        )
+        .await;
+    lexical.assert_fresh();
+    let lexical_ids = ids(&lexical.structured);
+    assert!(lexical_ids.len() >= 2, "{}", lexical.raw);
+    let mut cursor = None::<String>;
+    let mut paged: Vec<String> = Vec::new();
+    for page in 0..lexical_ids.len() {
+        let mut arguments =
+            json!({"query": query, "top_k": 1, "min_score": floor, "mode": "lexical"});
+        if let Some(cursor) = &cursor {
+            arguments["cursor"] = json!(cursor);
+        }
+        let called = mcp.search(&format!("k-lexical-{page}"), arguments).await;
+        called.assert_fresh();
+        assert!(
+            called.structured.get("min_score_unapplied").is_none(),
+            "{}",
+            called.raw
+        );
+        paged.extend(ids(&called.structured));
+        cursor = called.structured["next_cursor"]
+            .as_str()
+            .map(str::to_string);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(paged, lexical_ids, "pages of a lexical search with a floor");
     let other = mcp
         .search(
             "k-page2-other",
