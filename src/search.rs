@@ -979,6 +979,7 @@ fn search_page_in(
             limit,
             allowed.as_ref(),
             &config,
+            request.min_score,
         )?;
         let ranked = named_first(&named, raw, mode);
         let ranked = with_similarity(
@@ -1233,6 +1234,7 @@ fn candidates(
     limit: usize,
     allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
     config: &QueryConfig,
+    min_score: Option<f32>,
 ) -> Result<(Vec<Candidate>, bool)> {
     let lexical_leg = || match mode {
         Mode::Semantic => Ok(Vec::new()),
@@ -1251,7 +1253,17 @@ fn candidates(
         (lexical_leg(), semantic_leg())
     };
     let (lexical, semantic): (Vec<IndexHit>, Vec<(ChunkId, f32)>) = (lexical?, semantic?);
-    let exhausted = lexical.len() < limit && semantic.len() < limit;
+    // With a floor and every chunk embedded, a semantic leg whose last candidate is below the
+    // floor holds every chunk at or above it (it is ranked by that very cosine): a deeper pass
+    // would add only chunks the floor drops, so "nothing relevant" costs one pass, not six.
+    let every_chunk_embedded = {
+        let coverage = sources.coverage();
+        coverage.vectors >= coverage.chunks
+    };
+    let below_floor = every_chunk_embedded
+        && min_score
+            .is_some_and(|floor| semantic.last().is_some_and(|(_, cosine)| *cosine < floor));
+    let exhausted = (lexical.len() < limit && semantic.len() < limit) || below_floor;
     if mode == Mode::Lexical {
         let ranked = lexical
             .into_iter()

@@ -43,7 +43,7 @@ pub struct Args {
 
     /// Drop hits whose similarity to the query (the cosine of their embeddings, -1 to 1) is
     /// below this: "nothing relevant" becomes an empty answer. Needs the store's model; a
-    /// document the query names exactly always stays
+    /// document the query names exactly always stays, and so does a passage not embedded yet
     #[arg(long, value_name = "COSINE", allow_negative_numbers = true, value_parser = parse_min_score)]
     pub min_score: Option<f32>,
 

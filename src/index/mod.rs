@@ -216,8 +216,9 @@ struct Fields {
     titles: Field,
     ids: Field,
     /// Every label of the chunk's documents, whole (`tokenizer::whole_label`): what a query
-    /// that *is* a document's name, title or identifier matches (`Snapshot::named`).
-    whole_labels: Field,
+    /// that *is* a document's name, title or identifier matches (`Snapshot::named`). `None` in
+    /// an index of the previous schema opened for reading.
+    whole_labels: Option<Field>,
 }
 
 /// The Tantivy index of a store.
@@ -264,9 +265,34 @@ fn schema() -> (Schema, Fields) {
         names: builder.add_text_field("names", STRING),
         titles: builder.add_text_field("titles", STRING),
         ids: builder.add_text_field("ids", STRING),
-        whole_labels: builder.add_text_field("whole_labels", STRING),
+        whole_labels: Some(builder.add_text_field("whole_labels", STRING)),
     };
     (builder.build(), fields)
+}
+
+/// File name stems that name no document exactly (`whole_labels`): the landing page of every
+/// folder of a documentation site has one.
+const GENERIC_FILE_STEMS: &[&str] = &["index", "readme"];
+
+/// Which schemas an opening accepts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Schemas {
+    Current,
+    /// The current one, or the one before `whole_labels` (for readers only).
+    CurrentOrPrevious,
+}
+
+/// The schema before the `whole_labels` field: the current one without it (it is the last
+/// field, so every other field keeps its number).
+fn previous_schema() -> Schema {
+    let (current, _) = schema();
+    let mut builder = Schema::builder();
+    for (_, entry) in current.fields() {
+        if entry.name() != "whole_labels" {
+            builder.add_field(entry.clone());
+        }
+    }
+    builder.build()
 }
 
 /// The analyzer the text field `name` of `schema` names, when it has one.
@@ -390,6 +416,17 @@ impl Index {
     /// index, a damaged one or one of another schema (the store then rebuilds it from the
     /// ledger), and with `Error::Index` when the machine refuses (permissions, a full disk).
     pub fn open(dir: &Path) -> Result<Index> {
+        Index::open_with(dir, Schemas::Current)
+    }
+
+    /// Opens the index in `dir` for reading: as `open`, and also an index of the schema before
+    /// `whole_labels` existed, searched without exact-name promotion (a warning says so) until
+    /// the next writer rebuilds it. An upgrade then never takes a store's servers down.
+    pub fn open_for_reading(dir: &Path) -> Result<Index> {
+        Index::open_with(dir, Schemas::CurrentOrPrevious)
+    }
+
+    fn open_with(dir: &Path, schemas: Schemas) -> Result<Index> {
         let meta = dir.join("meta.json");
         // A folder that cannot be read is the machine's refusal, not a missing index.
         let exists = match meta.try_exists() {
@@ -408,7 +445,7 @@ impl Index {
             });
         }
         let index = TantivyIndex::open(directory(dir)?).map_err(open_error(dir, "open"))?;
-        Index::wrap(index, dir)
+        Index::wrap(index, dir, schemas)
     }
 
     /// Creates an empty index in `dir`, creating the folder; the folder must hold no index.
@@ -421,7 +458,7 @@ impl Index {
             tantivy::IndexSettings::default(),
         )
         .map_err(index_error(format!("create {}", dir.display())))?;
-        Index::wrap(index, dir)
+        Index::wrap(index, dir, Schemas::Current)
     }
 
     /// Opens the index in `dir`, creating an empty one when the folder holds none.
@@ -433,9 +470,15 @@ impl Index {
         }
     }
 
-    fn wrap(index: TantivyIndex, dir: &Path) -> Result<Index> {
-        let (expected, fields) = schema();
-        if index.schema() != expected {
+    fn wrap(index: TantivyIndex, dir: &Path, schemas: Schemas) -> Result<Index> {
+        let (expected, mut fields) = schema();
+        if schemas == Schemas::CurrentOrPrevious && index.schema() == previous_schema() {
+            tracing::warn!(
+                index = %dir.display(),
+                "the index predates exact-name matching: a query naming a document is ranked as any other until the next ingest (or `groundidx rebuild`) rebuilds it"
+            );
+            fields.whole_labels = None;
+        } else if index.schema() != expected {
             return Err(Error::IndexUnusable {
                 path: dir.to_path_buf(),
                 reason: match analyzer_of(&index.schema(), "body") {
@@ -937,18 +980,24 @@ impl Writer {
             }
         }
         let mut wholes: Vec<String> = Vec::new();
+        // A site's `index.md` or a folder's `README.md` is not named by "index" or "readme":
+        // a query of that word would put every such page first.
         for value in chunk
             .labels
             .names
             .iter()
+            .filter(|name| {
+                !GENERIC_FILE_STEMS.contains(&name.trim_start_matches('_').to_lowercase().as_str())
+            })
             .chain(&chunk.labels.titles)
             .chain(&chunk.labels.ids)
             .chain(&chunk.labels.document_titles)
         {
-            if let Some(whole) = tokenizer::whole_label(&mut self.analyzer, value)
+            if let Some(field) = self.fields.whole_labels
+                && let Some(whole) = tokenizer::whole_label(&mut self.analyzer, value)
                 && !wholes.contains(&whole)
             {
-                document.add_text(self.fields.whole_labels, &whole);
+                document.add_text(field, &whole);
                 wholes.push(whole);
             }
         }
@@ -1002,5 +1051,32 @@ impl Writer {
             .wait_merging_threads()
             .map_err(index_error("finish merges"))?;
         remove_unused_files(&index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Index, QueryConfig, previous_schema};
+    use crate::error::Error;
+
+    #[test]
+    fn an_index_of_the_previous_schema_is_read_without_exact_names_and_rebuilt_by_writers() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("index");
+        std::fs::create_dir_all(&path).expect("create the folder");
+        tantivy::Index::create_in_dir(&path, previous_schema()).expect("an older index");
+        assert!(
+            matches!(Index::open(&path), Err(Error::IndexUnusable { .. })),
+            "a writer must rebuild it"
+        );
+        let index = Index::open_for_reading(&path).expect("a reader reads it");
+        let snapshot = index.snapshot();
+        let named = snapshot
+            .named("tar", 10, None, &QueryConfig::default())
+            .expect("a query");
+        assert!(named.is_empty());
+        snapshot
+            .search("tar", 10, None, &QueryConfig::default())
+            .expect("words still search");
     }
 }

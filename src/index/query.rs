@@ -172,6 +172,7 @@ pub(crate) fn build_named(
     text: &str,
     config: &QueryConfig,
 ) -> Option<Box<dyn Query>> {
+    let whole_labels = fields.whole_labels?;
     let mut analyzer = index.tokenizer_for_field(fields.body).ok()?;
     let keys = whole_label_keys(&mut analyzer, text);
     if keys.is_empty() {
@@ -183,7 +184,7 @@ pub(crate) fn build_named(
             (
                 Occur::Should,
                 Box::new(TermQuery::new(
-                    Term::from_field_text(fields.whole_labels, key),
+                    Term::from_field_text(whole_labels, key),
                     IndexRecordOption::Basic,
                 )),
             )

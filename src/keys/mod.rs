@@ -601,6 +601,19 @@ impl Agent {
                         self.set_query_model(None, Some(problem));
                     }
                 },
+                // A remote model's server that does not answer one check has not become
+                // another model: the one held keeps embedding queries (its own calls fail
+                // and fall back to words, and say so, while the server is down), and the next
+                // check looks again.
+                None if held.is_some()
+                    && choice.problem.as_ref().is_some_and(|problem| {
+                        problem.reason == crate::search::SemanticReason::ModelUnreachable
+                    }) =>
+                {
+                    tracing::warn!(
+                        "the model's server did not answer a check; keeping the model loaded"
+                    );
+                }
                 None => {
                     if held.is_some() {
                         let why = match (&choice.problem, &choice.notice) {

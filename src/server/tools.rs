@@ -187,7 +187,7 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
                     "tags": {"type": "array", "items": {"type": "string"}, "description": "only documents carrying every one of these front-matter tags"},
                     "cursor": {"type": "string", "description": "the next_cursor of the previous page; with the same query and filters it gives the next top_k hits from the same index generation"},
                     "mode": {"type": "string", "enum": ["hybrid", "lexical", "semantic"], "description": "lexical: by words; semantic: by meaning; hybrid: both fused. Default: hybrid when the store has embeddings, else lexical. The answer says the mode used and the semantic coverage."},
-                    "min_score": {"type": "number", "minimum": -1, "maximum": 1, "description": "drop hits whose similarity to the query is below this, so that an answer with no hit means nothing relevant was found; documents named exactly by the query always stay. Needs embeddings: if the query could not be embedded, min_score_unapplied says so and nothing is dropped"}
+                    "min_score": {"type": "number", "minimum": -1, "maximum": 1, "description": "drop hits whose similarity to the query is below this, so that an answer with no hit means nothing relevant was found; documents named exactly by the query always stay, and so do passages not embedded yet (no similarity: while semantic.state is partial). Needs embeddings: if the query could not be embedded, min_score_unapplied says so and nothing is dropped"}
                 },
                 "required": ["query"],
                 "additionalProperties": false

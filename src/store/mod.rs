@@ -919,7 +919,7 @@ impl StoreReader {
             });
         }
         let ledger = LedgerPool::open(&paths.ledger(), READ_CONNECTIONS)?;
-        let index = Index::open(&paths.index())?;
+        let index = Index::open_for_reading(&paths.index())?;
         // A vector index that cannot be read leaves lexical search working; `verify` reports
         // it and the next writer makes it again.
         let vectors = match VectorSet::read(&vectors::path(&paths.dir)) {
