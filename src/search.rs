@@ -974,12 +974,11 @@ fn search_page_in(
         let (raw, exhausted) = candidates(
             sources_in,
             mode,
-            &request.query,
+            request,
             query_vector.as_deref(),
             limit,
             allowed.as_ref(),
             &config,
-            request.min_score,
         )?;
         let ranked = named_first(&named, raw, mode);
         let ranked = with_similarity(
@@ -1229,13 +1228,13 @@ fn fold(ledger: &Ledger, raw: Vec<Candidate>, wanted: usize) -> Result<Vec<Hit>>
 fn candidates(
     sources: Sources<'_>,
     mode: Mode,
-    query: &str,
+    request: &SearchRequest,
     query_vector: Option<&[f32]>,
     limit: usize,
     allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
     config: &QueryConfig,
-    min_score: Option<f32>,
 ) -> Result<(Vec<Candidate>, bool)> {
+    let (query, min_score) = (request.query.as_str(), request.min_score);
     let lexical_leg = || match mode {
         Mode::Semantic => Ok(Vec::new()),
         _ => sources.snapshot.search(query, limit, allowed, config),

@@ -106,7 +106,7 @@ pub(crate) fn markup_only(text: &str) -> bool {
             rest.find('>')
                 .filter(|&i| {
                     let inside = &rest[..i];
-                    !(inside.contains([':', '@']) && !inside.contains(char::is_whitespace))
+                    !inside.contains([':', '@']) || inside.contains(char::is_whitespace)
                 })
                 .map(|i| i + 1)
         } else {
