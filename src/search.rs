@@ -38,16 +38,19 @@ pub const FUSION_ANCHOR: usize = 30;
 /// carry meaning (`tar`, `git rebase`, `GET _cluster/allocation/explain`). The lexical leg has
 /// 1 − this, so its leader outranks the semantic leader whenever neither leg found the other's:
 /// a name typed is a word the page holds, and the label fields find exactly that page, where
-/// the embedding of a bare name is a guess. Identifier look-ups (tldr-en 35, opensearch-docs 37)
-/// keep MRR@10 1.000 and 0.9xx (docs/BENCHMARKS.md, "Fusion by query shape").
+/// the embedding of a bare name is a guess. tldr-en identifiers keep MRR@10 1.000
+/// (docs/BENCHMARKS.md, "Fusion by query shape").
 pub const SEMANTIC_WEIGHT_NAME: f32 = 0.4;
 /// The weight of the semantic leg for a query of [`QUESTION_WORDS`] words that carry meaning or
-/// more: a sentence asks by meaning, in words the page may not use. Not 0.5, so the two legs'
-/// leaders never tie by construction (at equal weights each scores exactly 0.5 and their order
-/// was arbitrary). Chosen on SciFact and the tldr-en sets (docs/BENCHMARKS.md, "Fusion by query
-/// shape"); a larger weight helps our written tldr questions and loses on SciFact and on the
-/// tldr example descriptions, so it stays near even.
-pub const SEMANTIC_WEIGHT_QUESTION: f32 = 0.55;
+/// more. Not 0.5: at equal weights each leg's leader scored exactly 0.5 when the other leg
+/// missed it, and their order was arbitrary; now the lexical leader comes first, by a margin
+/// of 0.04. Below 0.5 because SciFact, whose claims are sentences too, loses from 0.45 on
+/// (nDCG@10 0.7449 at 0.45, 0.7419 at 0.48, 0.7382 at 0.5, 0.7293 at 0.55) while our written
+/// tldr-en questions gain (MRR@10 0.568, 0.589, 0.606, 0.614) and the tldr example
+/// descriptions stay level (0.561, 0.561, 0.559, 0.556): no word count tells the two kinds of
+/// sentence apart, so the weight is the highest that keeps SciFact at 0.74
+/// (docs/BENCHMARKS.md, "Fusion by query shape").
+pub const SEMANTIC_WEIGHT_QUESTION: f32 = 0.48;
 /// A query of at most this many words that carry meaning is a name (see [`query_words`]).
 pub const NAME_WORDS: usize = 2;
 /// A query of at least this many words that carry meaning is a question; between the two, the
@@ -853,7 +856,7 @@ mod tests {
     }
 
     #[test]
-    fn a_name_keeps_the_lexical_leader_first_and_a_question_the_semantic_one() {
+    fn a_name_keeps_the_lexical_leader_first() {
         let lexical = leg(0, 40, 20.0, 0.4);
         let semantic = leg(100, 40, 0.9, 0.01);
         for name in [
@@ -869,17 +872,9 @@ mod tests {
                 "{name}"
             );
         }
-        for question in [
-            "which folders are eating up all my storage",
-            "why does my cluster turn yellow after adding a node",
-        ] {
-            assert!(semantic_weight(question) > 0.5, "{question}");
-            assert_eq!(
-                ranked_for(&lexical, &semantic, semantic_weight(question))[0],
-                id(100),
-                "{question}"
-            );
-        }
+        // A question weighs meaning more than a name does.
+        let question = "why does my cluster turn yellow after adding a node";
+        assert!(semantic_weight(question) > semantic_weight("cluster"));
     }
 
     #[test]
