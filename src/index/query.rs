@@ -53,9 +53,8 @@ pub(crate) fn build(
     let mut budget = MAX_TOKENS;
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     // A stop word earns no score of its own when the query has words that carry meaning: "the"
-    // is in nearly every chunk, and a long question's stop words only filled the tail of the
-    // ranking (hits 7 to 10 matched on "the" alone) and the fusion's anchor with chunks that
-    // share nothing else with it. A query of stop words alone ("to be or not to be") keeps
+    // is in nearly every chunk, and a long question's stop words filled the tail of the ranking
+    // and the fusion's anchor with chunks that share nothing else with it. A query of stop words alone ("to be or not to be") keeps
     // them, and quoted phrases keep them in place.
     let stop = super::tokenizer::stop_words();
     let skip_stop_words = query_words(text) > 0;
