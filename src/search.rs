@@ -11,7 +11,7 @@
 //! Three modes: `lexical` (BM25 over the index), `semantic` (the query's vector against the
 //! vector index) and `hybrid` (both legs, fused by a convex combination of their scores, each
 //! leg's scaled so that its best candidate scores 1 and its `FUSION_ANCHOR`-th 0, weighted by
-//! the query's shape: a name trusts words, a question meaning a little more; see [`fuse`] and
+//! the query's shape: a name trusts words, a question meaning a little more; see `fuse` and
 //! [`semantic_weight`]). Filters restrict both legs to the same chunk keys. Hybrid is the
 //! default when the store has vectors and the model that made them is loaded; every answer says
 //! the mode it used and the semantic coverage.
