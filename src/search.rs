@@ -10,11 +10,13 @@
 //!
 //! Three modes: `lexical` (BM25 over the index), `semantic` (the query's vector against the
 //! vector index) and `hybrid` (both legs, fused by a convex combination of their scores, each
-//! leg's scaled so that its best candidate scores 1 and its `FUSION_ANCHOR`-th 0; see
-//! [`fuse`]). Filters restrict both legs to the same chunk keys. Hybrid is the default when the store has vectors and the model that made them
-//! is loaded; every answer says the mode it used, the semantic coverage and, in `semantic`,
-//! whether meaning took part and why not fully (`SemanticReason`, a closed set of codes: the
-//! store's model missing, changed or unreadable, chunks not embedded yet, …).
+//! leg's scaled so that its best candidate scores 1 and its `FUSION_ANCHOR`-th 0, weighted by
+//! the query's shape: a name trusts words, a question meaning a little more; see `fuse` and
+//! [`semantic_weight`]). Filters restrict both legs to the same chunk keys. Hybrid is the
+//! default when the store has vectors and the model that made them is loaded; every answer says
+//! the mode it used, the semantic coverage and, in `semantic`, whether meaning took part and why
+//! not fully (`SemanticReason`, a closed set of codes: the store's model missing, changed or
+//! unreadable, chunks not embedded yet, …).
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -25,7 +27,7 @@ use crate::clock;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::ids::{self, ChunkId};
-use crate::index::{self, IndexHit, QueryConfig, Snapshot};
+use crate::index::{self, IndexHit, QueryConfig, Snapshot, query_words};
 use crate::ledger::{ChunkFilter, Ledger, StoredChunk};
 use crate::store::StoreReader;
 use crate::vectors::VectorSet;
@@ -34,9 +36,43 @@ use crate::vectors::VectorSet;
 /// A fixed rank, not the last candidate's, so a hit's fused score does not depend on how many
 /// candidates a page asked for. 30 is what a first page of 10 hits asks each leg for.
 pub const FUSION_ANCHOR: usize = 30;
-/// The weight of the semantic leg in the fusion (the lexical leg has 1 − this): equal weights,
-/// not tuned (docs/BENCHMARKS.md, "Fusion").
-pub const SEMANTIC_WEIGHT: f32 = 0.5;
+/// The weight of the semantic leg for a query that is a name: at most [`NAME_WORDS`] words that
+/// carry meaning (`tar`, `git rebase`, `GET _cluster/allocation/explain`). The lexical leg has
+/// 1 − this, so its leader outranks the semantic leader whenever neither leg found the other's:
+/// a name typed is a word the page holds, and the label fields find exactly that page, where
+/// the embedding of a bare name is a guess. tldr-en identifiers keep MRR@10 1.000
+/// (docs/BENCHMARKS.md, "Fusion by query shape").
+pub const SEMANTIC_WEIGHT_NAME: f32 = 0.4;
+/// The weight of the semantic leg for a query of [`QUESTION_WORDS`] words that carry meaning or
+/// more. Not 0.5: at equal weights each leg's leader scored exactly 0.5 when the other leg
+/// missed it, and their order was arbitrary; now the lexical leader comes first, by a margin
+/// of 0.04. Below 0.5 because SciFact, whose claims are sentences too, loses from 0.45 on
+/// (nDCG@10 0.7449 at 0.45, 0.7419 at 0.48, 0.7382 at 0.5, 0.7293 at 0.55) while our written
+/// tldr-en questions gain (MRR@10 0.568, 0.589, 0.606, 0.614) and the tldr example
+/// descriptions stay level (0.561, 0.561, 0.559, 0.556): no word count tells the two kinds of
+/// sentence apart, so the weight is the highest that keeps SciFact at 0.74
+/// (docs/BENCHMARKS.md, "Fusion by query shape").
+pub const SEMANTIC_WEIGHT_QUESTION: f32 = 0.48;
+/// A query of at most this many words that carry meaning is a name (see [`query_words`]).
+pub const NAME_WORDS: usize = 2;
+/// A query of at least this many words that carry meaning is a question; between the two, the
+/// weight moves linearly from [`SEMANTIC_WEIGHT_NAME`] to [`SEMANTIC_WEIGHT_QUESTION`].
+pub const QUESTION_WORDS: usize = 4;
+
+/// The weight of the semantic leg in the hybrid fusion of `query` (the lexical leg has 1 − this):
+/// [`SEMANTIC_WEIGHT_NAME`] for a name, [`SEMANTIC_WEIGHT_QUESTION`] for a question, linear in
+/// the number of words that carry meaning between them. Never 0.5.
+pub fn semantic_weight(query: &str) -> f32 {
+    let words = query_words(query);
+    if words <= NAME_WORDS {
+        return SEMANTIC_WEIGHT_NAME;
+    }
+    if words >= QUESTION_WORDS {
+        return SEMANTIC_WEIGHT_QUESTION;
+    }
+    let along = (words - NAME_WORDS) as f32 / (QUESTION_WORDS - NAME_WORDS) as f32;
+    SEMANTIC_WEIGHT_NAME + along * (SEMANTIC_WEIGHT_QUESTION - SEMANTIC_WEIGHT_NAME)
+}
 
 /// How a search ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -1286,7 +1322,7 @@ fn candidates(
     } else {
         let lexical_scores: Vec<(ChunkId, f32)> =
             lexical.iter().map(|hit| (hit.id, hit.score)).collect();
-        fuse(&lexical_scores, &semantic)
+        fuse(&lexical_scores, &semantic, semantic_weight(query))
     };
     fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
     let text_keys: HashMap<ChunkId, u64> = lexical.iter().map(|h| (h.id, h.text_key)).collect();
@@ -1312,14 +1348,19 @@ fn candidates(
 /// [`FUSION_ANCHOR`]-th (its last, when it has fewer) 0; candidates past the anchor count 0, as
 /// does a leg that did not find a chunk, so a chunk's score depends only on each leg's first
 /// [`FUSION_ANCHOR`] candidates, however many more a page asked for. A chunk's score is
-/// `(1 − w) · lexical + w · semantic` with `w` = [`SEMANTIC_WEIGHT`]. Returned as
+/// `(1 − w) · lexical + w · semantic` with `w` = `semantic_weight` (the query's, from
+/// [`semantic_weight`]; never 0.5 there, so the leaders of the two legs do not tie). Returned as
 /// (score, best rank in either leg, chunk), unsorted.
-fn fuse(lexical: &[(ChunkId, f32)], semantic: &[(ChunkId, f32)]) -> Vec<(f32, usize, ChunkId)> {
+fn fuse(
+    lexical: &[(ChunkId, f32)],
+    semantic: &[(ChunkId, f32)],
+    semantic_weight: f32,
+) -> Vec<(f32, usize, ChunkId)> {
     let mut fused: Vec<(f32, usize, ChunkId)> = Vec::with_capacity(lexical.len() + semantic.len());
     let mut at: HashMap<ChunkId, usize> = HashMap::new();
     for (leg, weight) in [
-        (lexical, 1.0 - SEMANTIC_WEIGHT),
-        (semantic, SEMANTIC_WEIGHT),
+        (lexical, 1.0 - semantic_weight),
+        (semantic, semantic_weight),
     ] {
         let (Some(first), Some(anchor)) = (leg.first(), leg[..leg.len().min(FUSION_ANCHOR)].last())
         else {
@@ -1420,8 +1461,8 @@ pub fn chunk_record(ledger: &Ledger, chunk: StoredChunk) -> Result<ChunkRecord> 
 #[cfg(test)]
 mod tests {
     use super::{
-        Coverage, FUSION_ANCHOR, Mode, ModelProblem, SemanticReason, SemanticState, SemanticStatus,
-        fuse,
+        Coverage, FUSION_ANCHOR, Mode, ModelProblem, SEMANTIC_WEIGHT_NAME, SEMANTIC_WEIGHT_QUESTION,
+        SemanticReason, SemanticState, SemanticStatus, fuse, semantic_weight,
     };
     use crate::ids::{self, ChunkId};
 
@@ -1485,7 +1526,15 @@ mod tests {
     }
 
     fn ranked(lexical: &[(ChunkId, f32)], semantic: &[(ChunkId, f32)]) -> Vec<ChunkId> {
-        let mut fused = fuse(lexical, semantic);
+        ranked_for(lexical, semantic, SEMANTIC_WEIGHT_QUESTION)
+    }
+
+    fn ranked_for(
+        lexical: &[(ChunkId, f32)],
+        semantic: &[(ChunkId, f32)],
+        semantic_weight: f32,
+    ) -> Vec<ChunkId> {
+        let mut fused = fuse(lexical, semantic, semantic_weight);
         fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
         fused.into_iter().map(|(_, _, id)| id).collect()
     }
@@ -1524,11 +1573,86 @@ mod tests {
             lexical.iter().map(|(id, _)| *id).collect::<Vec<_>>()
         );
         let flat = vec![(id(1), 0.5), (id(2), 0.5)];
-        let fused = fuse(&[], &flat);
+        let fused = fuse(&[], &flat, 0.3);
         assert!(
             fused
                 .iter()
-                .all(|(score, _, _)| (*score - 0.5).abs() < 1e-6)
+                .all(|(score, _, _)| (*score - 0.3).abs() < 1e-6)
+        );
+    }
+
+    /// Queries of every length from one word to twenty, as words that carry meaning.
+    fn queries_of_every_length() -> Vec<String> {
+        (1..=20)
+            .map(|n| {
+                (0..n)
+                    .map(|i| format!("word{}", (b'a' + i as u8) as char))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_leaders_of_the_two_legs_never_tie() {
+        // Each leg's leader is missing from the other leg: at equal weights both scored 0.5.
+        let lexical = leg(0, 40, 20.0, 0.4);
+        let semantic = leg(100, 40, 0.9, 0.01);
+        for query in queries_of_every_length() {
+            let fused = fuse(&lexical, &semantic, semantic_weight(&query));
+            let score_of = |wanted: super::ChunkId| {
+                fused
+                    .iter()
+                    .find(|(_, _, id)| *id == wanted)
+                    .map(|(score, _, _)| *score)
+                    .expect("every candidate is fused")
+            };
+            let (lexical_leader, semantic_leader) = (score_of(id(0)), score_of(id(100)));
+            assert!(
+                (lexical_leader - semantic_leader).abs() > 0.01,
+                "{query:?}: lexical leader {lexical_leader}, semantic leader {semantic_leader}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_name_keeps_the_lexical_leader_first() {
+        let lexical = leg(0, 40, 20.0, 0.4);
+        let semantic = leg(100, 40, 0.9, 0.01);
+        for name in [
+            "tar",
+            "Get-ChildItem",
+            "git rebase",
+            "GET _cluster/allocation/explain",
+        ] {
+            assert!(semantic_weight(name) < 0.5, "{name}");
+            assert_eq!(
+                ranked_for(&lexical, &semantic, semantic_weight(name))[0],
+                id(0),
+                "{name}"
+            );
+        }
+        // A question weighs meaning more than a name does.
+        let question = "why does my cluster turn yellow after adding a node";
+        assert!(semantic_weight(question) > semantic_weight("cluster"));
+    }
+
+    #[test]
+    fn the_semantic_weight_rises_with_the_words_that_carry_meaning() {
+        let weights: Vec<f32> = queries_of_every_length()
+            .iter()
+            .map(|query| semantic_weight(query))
+            .collect();
+        assert_eq!(weights[0], SEMANTIC_WEIGHT_NAME);
+        assert_eq!(weights[19], SEMANTIC_WEIGHT_QUESTION);
+        assert!(
+            weights.windows(2).all(|pair| pair[0] <= pair[1]),
+            "{weights:?}"
+        );
+        // Stop words do not make a name a question.
+        assert_eq!(
+            semantic_weight("the tar of the archive"),
+            semantic_weight("tar archive")
         );
     }
 }

@@ -55,6 +55,7 @@ const KEEP_REPLACED_FOR: Duration = Duration::from_secs(10 * 60);
 /// How often a reload reads `meta.json` again when commits land while it looks.
 const CAPTURE_TRIES: usize = 16;
 
+pub use query::query_words;
 pub use tokenizer::MAX_PARTS;
 /// The analyzer of every text field and query, its version, and the name (with the version) an
 /// index registers it under: for programs that open a store's index with Tantivy alone (the

@@ -54,6 +54,12 @@ pub(crate) fn build(
     };
     let mut budget = MAX_TOKENS;
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    // A stop word earns no score of its own when the query has words that carry meaning: "the"
+    // is in nearly every chunk, and a long question's stop words filled the tail of the ranking
+    // and the fusion's anchor with chunks that share nothing else with it. A query of stop words alone ("to be or not to be") keeps
+    // them, and quoted phrases keep them in place.
+    let stop = super::tokenizer::stop_words();
+    let skip_stop_words = query_words(text) > 0;
     // Odd-numbered parts of a split on '"' are the quoted phrases.
     for (i, part) in text.split('"').enumerate() {
         if budget == 0 {
@@ -67,6 +73,9 @@ pub(crate) fn build(
         }
         budget -= tokens.len();
         for (_, token) in &tokens {
+            if skip_stop_words && stop.contains(token) {
+                continue;
+            }
             clauses.push((Occur::Should, term(text_field, token)));
             if config.heading_boost > 0.0 {
                 clauses.push((
@@ -202,6 +211,24 @@ pub(crate) fn build_named(
     ])))
 }
 
+/// How many words of `text` carry meaning: the pieces between white space that hold a part
+/// which is not a stop word, counted up to `MAX_LABEL_QUERY_PARTS`. A name (`tar`,
+/// `Get-ChildItem`, `GET _cluster/allocation/explain`) is one or two such words however many
+/// parts it splits into; a question is several ("which folders are eating up all my storage":
+/// five). Search weighs its two legs by this count.
+pub fn query_words(text: &str) -> usize {
+    let mut analyzer = super::tokenizer::analyzer();
+    let stop = super::tokenizer::stop_words();
+    text.split_whitespace()
+        .take(MAX_LABEL_QUERY_PARTS)
+        .filter(|word| {
+            super::tokenizer::parts_in_order(&mut analyzer, word)
+                .iter()
+                .any(|part| !stop.contains(part))
+        })
+        .count()
+}
+
 /// The label terms a query can name, each once with its number of parts: every run of up to
 /// `MAX_LABEL_PARTS` consecutive parts of its first `MAX_LABEL_QUERY_PARTS` parts (quotes
 /// ignored); a run of one stop word is left out when the query has more than one part, and a
@@ -252,7 +279,9 @@ fn term(field: Field, token: &str) -> Box<dyn Query> {
 mod tests {
     use tantivy::query::BooleanQuery;
 
-    use super::{MAX_LABEL_QUERY_PARTS, MAX_TOKENS, build, label_keys, whole_label_keys};
+    use super::{
+        MAX_LABEL_QUERY_PARTS, MAX_TOKENS, build, label_keys, query_words, whole_label_keys,
+    };
     use crate::index::tokenizer::{self, MAX_LABEL_PARTS, label_terms};
     use crate::index::{QueryConfig, schema};
 
@@ -389,5 +418,64 @@ mod tests {
         assert!(!label_terms(&mut analyzer, "to-be-or-not").contains(&"to be".to_string()));
         assert!(!names("adding a node", "adding-a-viz"));
         assert!(names("adding a viz", "adding-a-viz"));
+    }
+
+    /// The body texts of `bodies` that the query for `text` matches, best first.
+    fn matching(bodies: &[&str], text: &str) -> Vec<String> {
+        let (schema, fields) = schema();
+        let index = tantivy::Index::create_in_ram(schema);
+        index
+            .tokenizers()
+            .register(&tokenizer::name(), tokenizer::analyzer());
+        let mut writer: tantivy::IndexWriter = index.writer(15_000_000).expect("a RAM index");
+        for body in bodies {
+            let mut document = tantivy::TantivyDocument::default();
+            document.add_text(fields.body, body);
+            writer.add_document(document).expect("a RAM index");
+        }
+        writer.commit().expect("a RAM index");
+        let searcher = index.reader().expect("a RAM index").searcher();
+        let query = build(&index, &fields, text, &QueryConfig::default());
+        let top = searcher
+            .search(
+                &query,
+                &tantivy::collector::TopDocs::with_limit(10).order_by_score(),
+            )
+            .expect("a RAM index");
+        // One commit of one writer: one segment whose document IDs are the order of adding.
+        top.into_iter()
+            .map(|(_, address)| bodies[address.doc_id as usize].to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_stop_word_earns_no_score_beside_words_that_carry_meaning() {
+        let bodies = ["the manual of the shell", "create a tar archive"];
+        assert_eq!(
+            matching(&bodies, "the tar archive"),
+            ["create a tar archive"]
+        );
+        assert_eq!(
+            matching(&bodies, "how to pack the files"),
+            Vec::<String>::new()
+        );
+        // Stop words alone still match, and a quoted phrase still rewards them in place.
+        assert_eq!(matching(&bodies, "the"), ["the manual of the shell"]);
+        assert_eq!(
+            matching(&["to be or not to be", "a play"], "to be or not to be"),
+            ["to be or not to be"]
+        );
+    }
+
+    #[test]
+    fn a_name_is_one_or_two_words_that_carry_meaning_however_many_parts() {
+        assert_eq!(query_words("tar"), 1);
+        assert_eq!(query_words("Get-ChildItem"), 1);
+        assert_eq!(query_words("cluster.routing.allocation.enable"), 1);
+        assert_eq!(query_words("GET _cluster/allocation/explain"), 2);
+        assert_eq!(query_words("git rebase"), 2);
+        assert_eq!(query_words("which folders are eating up all my storage"), 5);
+        assert_eq!(query_words("to be or not to be"), 0);
+        assert_eq!(query_words(""), 0);
     }
 }
