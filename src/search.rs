@@ -1461,8 +1461,9 @@ pub fn chunk_record(ledger: &Ledger, chunk: StoredChunk) -> Result<ChunkRecord> 
 #[cfg(test)]
 mod tests {
     use super::{
-        Coverage, FUSION_ANCHOR, Mode, ModelProblem, SEMANTIC_WEIGHT_NAME, SEMANTIC_WEIGHT_QUESTION,
-        SemanticReason, SemanticState, SemanticStatus, fuse, semantic_weight,
+        Coverage, FUSION_ANCHOR, Mode, ModelProblem, SEMANTIC_WEIGHT_NAME,
+        SEMANTIC_WEIGHT_QUESTION, SemanticReason, SemanticState, SemanticStatus, fuse,
+        semantic_weight,
     };
     use crate::ids::{self, ChunkId};
 

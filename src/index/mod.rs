@@ -271,6 +271,43 @@ fn schema() -> (Schema, Fields) {
     (builder.build(), fields)
 }
 
+/// `text` with the brackets of mnemonic letters taken out of words: `[c]reate`, `E[x]tract`,
+/// `[v]erbose` become `create`, `Extract`, `verbose`, as a reader reads them (command-line
+/// cheat sheets mark the letter of a short option so). Only one or two letters or digits in
+/// brackets that touch a letter or digit on at least one side (`a[i]` reads `ai`); `[1]` alone,
+/// `[abc]` and links (`[text](url)`) keep theirs. What the index scores, never what is stored
+/// or served.
+pub(crate) fn without_mnemonic_brackets(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('[') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] == '[' {
+            let inner = chars[i + 1..]
+                .iter()
+                .take(3)
+                .take_while(|c| c.is_alphanumeric())
+                .count();
+            let close = i + 1 + inner;
+            if (1..=2).contains(&inner) && chars.get(close) == Some(&']') {
+                let before = i > 0 && chars[i - 1].is_alphanumeric();
+                let after = chars.get(close + 1).is_some_and(|c| c.is_alphanumeric());
+                if before || after {
+                    out.extend(&chars[i + 1..close]);
+                    i = close + 1;
+                    continue;
+                }
+            }
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// File name stems that name no document exactly (`whole_labels`): the landing page of every
 /// folder of a documentation site has one.
 const GENERIC_FILE_STEMS: &[&str] = &["index", "readme"];
@@ -957,7 +994,7 @@ impl Writer {
         let heading = chunk.heading_path.join(" > ");
         // The heading path is context for the passage ("Install" under which product?), so it
         // is scored with the text as well as in its own, boosted, field.
-        let body = format!("{heading}\n\n{}", chunk.text);
+        let body = format!("{heading}\n\n{}", without_mnemonic_brackets(chunk.text));
         let id = chunk.id.as_bytes();
         let part = |i: usize| u64::from_le_bytes(id[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
         let mut document = doc!(
@@ -1059,6 +1096,26 @@ impl Writer {
 mod tests {
     use super::{Index, QueryConfig, previous_schema};
     use crate::error::Error;
+
+    #[test]
+    fn mnemonic_brackets_leave_the_words_they_mark() {
+        for (text, expected) in [
+            ("[c]reate an archive", "create an archive"),
+            ("E[x]tract files, [v]erbose", "Extract files, verbose"),
+            ("[l]i[s]t", "list"),
+            (
+                "see [1] and [link](url), a [b] c",
+                "see [1] and [link](url), a [b] c",
+            ),
+            ("matrix a[i]", "matrix ai"),
+            ("[abc]def", "[abc]def"),
+            ("no brackets", "no brackets"),
+            ("[", "["),
+            ("x[y", "x[y"),
+        ] {
+            assert_eq!(super::without_mnemonic_brackets(text), expected, "{text:?}");
+        }
+    }
 
     #[test]
     fn an_index_of_the_previous_schema_is_read_without_exact_names_and_rebuilt_by_writers() {
