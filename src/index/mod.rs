@@ -6,7 +6,8 @@
 //! normalised text (a fast column: what search folds repeated passages by), its heading path
 //! (boosted), its heading path and text together (the scored body), and the labels of the
 //! documents that hold it (`ChunkLabels`: file name stems, front-matter titles, identifier
-//! fields), each its own boosted field. Nothing is stored: the text and heading of a hit are
+//! fields), each its own boosted field, and every one of them whole (with the documents' titles)
+//! in `whole_labels`, which only a query naming it matches. Nothing is stored: the text and heading of a hit are
 //! read from the ledger, so a store keeps each passage once. Every text field goes through one analyzer (`tokenizer`:
 //! identifier-aware words, lower case, English stemmer), and so does every query. Paths, tags
 //! and line ranges are *not* in the index: they live in the ledger, so a tag edit never
