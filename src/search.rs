@@ -654,24 +654,18 @@ pub fn store_semantic_status(ledger: &Ledger) -> Result<(Mode, SemanticStatus)> 
     // A remote model is known only by what its server answers: `status` asks no server (it
     // must answer at once for monitoring, whatever the network), so it says what the store
     // records and the coverage; a search or the server's `/health` says whether it answers.
+    let coverage = Coverage {
+        vectors: covered.vectors.min(covered.chunks),
+        chunks: covered.chunks,
+    };
     if active.description["kind"] == "remote" {
         let model = format!(
             "{} at {}",
             active.description["name"].as_str().unwrap_or("?"),
             active.description["url"].as_str().unwrap_or("?")
         );
-        return Ok(coverage_status(
-            Coverage {
-                vectors: covered.vectors.min(covered.chunks),
-                chunks: covered.chunks,
-            },
-            Some(model),
-        ));
+        return Ok(coverage_status(coverage, Some(model)));
     }
-    let coverage = Coverage {
-        vectors: covered.vectors.min(covered.chunks),
-        chunks: covered.chunks,
-    };
     let status = |state, reason, message, hint, model| SemanticStatus {
         state,
         reason,
