@@ -131,6 +131,19 @@ pub fn doc_hash(bytes: &[u8]) -> DocHash {
     DocHash(*blake3::hash(bytes).as_bytes())
 }
 
+/// Hashes a document's bytes in a context (`extract::Format::hash_context`): the same bytes in
+/// two contexts are two documents. No context is `doc_hash`.
+pub fn doc_hash_in(context: Option<&str>, bytes: &[u8]) -> DocHash {
+    match context {
+        None => doc_hash(bytes),
+        Some(context) => {
+            let mut hasher = blake3::Hasher::new_derive_key(context);
+            hasher.update(bytes);
+            DocHash(*hasher.finalize().as_bytes())
+        }
+    }
+}
+
 /// White space as identity sees it: Unicode white space and the control characters, which are
 /// as invisible. `chunk_id` separates its parts with control characters (0x00 and 0x1f), so
 /// normalised text, which has none, cannot forge a separator.

@@ -9,6 +9,7 @@ pub mod cursor;
 pub mod embed;
 pub mod error;
 pub mod export;
+pub mod extract;
 pub mod ids;
 pub mod index;
 pub mod ingest;

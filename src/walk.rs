@@ -1,7 +1,8 @@
 //! Walking a root folder: which files are documents, and what could not be looked at.
 //!
-//! The walk finds `.md`, `.markdown` and `.txt` files, skips hidden entries and `--exclude`
-//! globs, never follows a symbolic link out of the root (nor any link to a folder), and skips
+//! The walk finds the files of the formats a run reads (`extract::FormatSet`), counts every
+//! other file by its extension (nothing is left out silently), skips hidden entries and
+//! `--exclude` globs, never follows a symbolic link out of the root (nor any link to a folder), and skips
 //! anything that is not a regular file with a warning. It reads no file contents; it records
 //! the folders and files it could not read so that deletions under them are held back.
 //!
@@ -22,7 +23,7 @@ use rustix::io::Errno;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 
-use crate::chunk::DocKind;
+use crate::extract::{Format, FormatSet};
 use crate::crash::crash_point;
 use crate::error::{Error, Result};
 
@@ -123,7 +124,7 @@ pub struct WalkedFile {
     /// What to open, relative to the root with `/` separators: the entry itself, or for a
     /// link inside the root, its canonical target.
     pub read_path: String,
-    pub kind: DocKind,
+    pub format: Format,
     pub stat: FileStat,
 }
 
@@ -137,6 +138,71 @@ pub struct Walk {
     pub warnings: Vec<Warning>,
     /// Relative paths (files or folders) that could not be read.
     pub unreadable: Vec<String>,
+    /// The regular files not indexed for their format, counted by extension.
+    pub passed_over: PassedOver,
+}
+
+/// The files a walk passed over for their format, counted by extension (`.docx`, or
+/// `(no extension)`), so a report can say what was not indexed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PassedOver {
+    /// Files of no format groundidx reads.
+    pub unsupported: std::collections::BTreeMap<String, u64>,
+    /// Files of a format the run was asked not to read (`--formats`).
+    pub not_selected: std::collections::BTreeMap<String, u64>,
+}
+
+impl PassedOver {
+    pub fn is_empty(&self) -> bool {
+        self.unsupported.is_empty() && self.not_selected.is_empty()
+    }
+
+    pub fn add(&mut self, other: &PassedOver) {
+        for (mine, theirs) in [
+            (&mut self.unsupported, &other.unsupported),
+            (&mut self.not_selected, &other.not_selected),
+        ] {
+            for (extension, count) in theirs {
+                *mine.entry(extension.clone()).or_default() += count;
+            }
+        }
+    }
+
+    fn count(&mut self, name: &str, format: Option<Format>) {
+        let extension = match name.rsplit_once('.') {
+            Some((stem, extension)) if !stem.is_empty() && !extension.is_empty() => {
+                format!(".{}", extension.to_lowercase())
+            }
+            _ => "(no extension)".to_string(),
+        };
+        let counts = match format {
+            Some(_) => &mut self.not_selected,
+            None => &mut self.unsupported,
+        };
+        *counts.entry(extension).or_default() += 1;
+    }
+
+    /// One line for a report: `12 .docx, 3 .png: not a supported format; 4 .pdf: not in
+    /// --formats`. Empty when nothing was passed over.
+    pub fn describe(&self) -> String {
+        let list = |counts: &std::collections::BTreeMap<String, u64>| {
+            let mut counts: Vec<(&String, &u64)> = counts.iter().collect();
+            counts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            counts
+                .iter()
+                .map(|(extension, count)| format!("{count} {extension}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut parts = Vec::new();
+        if !self.unsupported.is_empty() {
+            parts.push(format!("{}: not a supported format", list(&self.unsupported)));
+        }
+        if !self.not_selected.is_empty() {
+            parts.push(format!("{}: not in --formats", list(&self.not_selected)));
+        }
+        parts.join("; ")
+    }
 }
 
 impl Walk {
@@ -151,8 +217,8 @@ impl Walk {
     }
 }
 
-/// Walks `root`, which must be a canonical path to a folder.
-pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
+/// Walks `root`, which must be a canonical path to a folder, for the files of `formats`.
+pub fn walk(root: &Path, excludes: &Excludes, formats: FormatSet) -> Result<Walk> {
     let meta = std::fs::metadata(root)
         .map_err(|err| Error::Usage(format!("cannot read folder {}: {err}", root.display())))?;
     if !meta.is_dir() {
@@ -241,7 +307,9 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
         }
         let name = entry.file_name().to_string_lossy();
         if file_type.is_symlink() {
-            if let Some(file) = follow_link(root, entry.path(), &rel, &name, excludes, &mut walk) {
+            if let Some(file) =
+                follow_link(root, entry.path(), &rel, &name, excludes, formats, &mut walk)
+            {
                 walk.files.push(file);
             }
             continue;
@@ -253,8 +321,12 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
             ));
             continue;
         }
-        let Some(kind) = DocKind::from_file_name(&name) else {
-            continue;
+        let kind = match Format::from_file_name(&name) {
+            Some(format) if formats.contains(format) => format,
+            other => {
+                walk.passed_over.count(&name, other);
+                continue;
+            }
         };
         let stat = match stat_in_folder(&walk, &mut folders, &entry) {
             Some(stat) => Ok(stat),
@@ -264,7 +336,7 @@ pub fn walk(root: &Path, excludes: &Excludes) -> Result<Walk> {
             Ok(stat) => walk.files.push(WalkedFile {
                 read_path: rel.clone(),
                 rel_path: rel,
-                kind,
+                format: kind,
                 stat,
             }),
             Err(err) => {
@@ -395,12 +467,13 @@ fn follow_link(
     rel: &str,
     name: &str,
     excludes: &Excludes,
+    formats: FormatSet,
     walk: &mut Walk,
 ) -> Option<WalkedFile> {
     let target = match std::fs::canonicalize(path) {
         Ok(target) => target,
         Err(err) => {
-            if DocKind::from_file_name(name).is_some() {
+            if Format::from_file_name(name).is_some_and(|format| formats.contains(format)) {
                 walk.warnings.push(Warning::skipped(
                     rel,
                     format!("symbolic link is dangling or loops ({err}); skipped"),
@@ -417,10 +490,16 @@ fn follow_link(
         return None;
     }
     let meta = std::fs::metadata(&target).ok()?;
-    let kind = DocKind::from_file_name(name)?;
     if !meta.is_file() {
         return None;
     }
+    let kind = match Format::from_file_name(name) {
+        Some(format) if formats.contains(format) => format,
+        other => {
+            walk.passed_over.count(name, other);
+            return None;
+        }
+    };
     let Some(read_path) = relative(root, &target) else {
         walk.warnings.push(Warning::skipped(
             rel,
@@ -438,7 +517,7 @@ fn follow_link(
     Some(WalkedFile {
         rel_path: rel.to_string(),
         read_path,
-        kind,
+        format: kind,
         stat: stat_of(&meta),
     })
 }
@@ -522,10 +601,30 @@ mod tests {
             std::fs::write(full, text).expect("write");
         }
         let excludes = Excludes::new(&["drafts".into(), "archive/**".into()]).expect("globs");
-        let found = walk(&root, &excludes).expect("walk");
+        let found = walk(&root, &excludes, Default::default()).expect("walk");
         let paths: Vec<&str> = found.files.iter().map(|f| f.rel_path.as_str()).collect();
         assert_eq!(paths, ["a.md", "b.txt", "sub/d.markdown"]);
         assert!(found.warnings.is_empty(), "{:?}", found.warnings);
+        assert_eq!(found.passed_over.describe(), "1 .rs: not a supported format");
+    }
+
+    #[test]
+    fn counts_what_it_passes_over_by_extension() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().canonicalize().expect("canonical");
+        for path in [
+            "a.md", "b.PDF", "c.pdf", "d.docx", "e.docx", "f.png", "LICENSE", "g.rst",
+        ] {
+            std::fs::write(root.join(path), "x").expect("write");
+        }
+        let formats = crate::extract::FormatSet::parse(&["md,rst"]).expect("formats");
+        let found = walk(&root, &Excludes::default(), formats).expect("walk");
+        let paths: Vec<&str> = found.files.iter().map(|f| f.rel_path.as_str()).collect();
+        assert_eq!(paths, ["a.md", "g.rst"]);
+        assert_eq!(
+            found.passed_over.describe(),
+            "2 .docx, 1 (no extension), 1 .png: not a supported format; 2 .pdf: not in --formats"
+        );
     }
 
     #[test]

@@ -8,7 +8,8 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use groundidx::chunk::front_matter::{MAX_FRONT_MATTER_BYTES, split};
-use groundidx::chunk::{ChunkConfig, ChunkedDocument, DocKind, chunk_document};
+use groundidx::chunk::{ChunkConfig, ChunkedDocument, chunk_document};
+use groundidx::extract::Format;
 use groundidx::ids::{self, ChunkId};
 use groundidx::ledger::ChunkFilter;
 use groundidx::search::{self, SearchRequest};
@@ -114,8 +115,8 @@ pub fn chunker(data: &[u8]) {
         }
     };
     let text = with_front_matter(flags & 3, rest);
-    check_document(DocKind::Markdown, &text, &config);
-    let plain = check_document(DocKind::PlainText, &text, &config);
+    check_document(Format::Markdown, &text, &config);
+    let plain = check_document(Format::PlainText, &text, &config);
     check_plain_text_coverage(&text, &plain);
     check_plain_text_whitespace_edit(&text, &plain, &config);
     TameMarkdown::new(flags & 1 == 1, rest).check(&config);
@@ -150,7 +151,7 @@ fn with_front_matter(mode: u8, rest: &[u8]) -> String {
 /// long (each chunk carries them); ordinals count from 0; each chunk's text is a piece of the
 /// source (without a BOM), the pieces come in document order and do not overlap, and `lines`
 /// names the lines each piece spans.
-pub fn check_document(kind: DocKind, text: &str, config: &ChunkConfig) -> ChunkedDocument {
+pub fn check_document(kind: Format, text: &str, config: &ChunkConfig) -> ChunkedDocument {
     let doc = chunk_document(kind, text, config);
     assert_eq!(
         doc,
@@ -251,7 +252,7 @@ fn check_plain_text_coverage(text: &str, doc: &ChunkedDocument) {
 /// same normalised text; and each chunk's ID changes exactly when its bytes do.
 fn check_plain_text_whitespace_edit(text: &str, doc: &ChunkedDocument, config: &ChunkConfig) {
     let edited = text.replace(' ', "  ").replace('\n', " \n");
-    let after = chunk_document(DocKind::PlainText, &edited, config);
+    let after = chunk_document(Format::PlainText, &edited, config);
     assert_eq!(
         doc.chunks.len(),
         after.chunks.len(),
@@ -326,7 +327,7 @@ impl TameMarkdown {
     }
 
     fn check(&self, config: &ChunkConfig) {
-        let doc = check_document(DocKind::Markdown, &self.text, config);
+        let doc = check_document(Format::Markdown, &self.text, config);
         let covered: String = doc.chunks.iter().map(|c| ink(&c.text)).collect();
         assert_eq!(
             covered,
@@ -367,7 +368,7 @@ impl TameMarkdown {
                 ids
             };
             let appended = format!("{}\n\nzz yy\n", self.text);
-            let after = chunk_document(DocKind::Markdown, &appended, config);
+            let after = chunk_document(Format::Markdown, &appended, config);
             assert_eq!(
                 before(&doc, &self.text),
                 before(&after, &appended),
@@ -377,7 +378,7 @@ impl TameMarkdown {
         // Spaces at line ends change no block and move no boundary; an ID changes exactly
         // when its chunk's bytes do.
         let edited = self.text.replace('\n', "  \n");
-        let after = chunk_document(DocKind::Markdown, &edited, config);
+        let after = chunk_document(Format::Markdown, &edited, config);
         let shape = |doc: &ChunkedDocument| -> Vec<((u32, u32), String)> {
             doc.chunks
                 .iter()

@@ -21,6 +21,7 @@ mod text;
 
 use std::ops::Range;
 
+use crate::extract::{self, Extracted, Format, Location, Locations, Structure};
 use crate::ids::{self, ChunkId};
 
 /// The default target size of a chunk, in characters of normalised text.
@@ -40,39 +41,20 @@ pub const CHUNKER_VERSION: u32 = 1;
 /// size under four times this asks for small chunks, and the least is then a quarter of it.
 pub const MIN_CHUNK_CHARS: usize = 20;
 
-/// The version of the recipe that makes a document's chunks from a file of this kind, as the
-/// ledger records it per document. A document recorded with a lower version is chunked again.
-/// Today every kind has the chunker's version; an extractor of a format (each with a version
-/// of its own) adds its version here, so that a change to one format re-chunks only its files.
-pub fn recipe_version(kind: DocKind) -> u32 {
-    match kind {
-        DocKind::Markdown | DocKind::PlainText => CHUNKER_VERSION,
-    }
+/// The version of the recipe that makes a document's chunks from a file of this format, as the
+/// ledger records it per document: the format's extractor version (`Format::extractor_version`)
+/// in the thousands, the chunker's below. A document recorded with a lower version is chunked
+/// again, so a change to one format's extractor re-chunks only its files, and a change to the
+/// chunker re-chunks every file. Markdown and plain text, read as they are, have the
+/// chunker's version.
+pub fn recipe_version(format: Format) -> u32 {
+    format.extractor_version() * 1000 + CHUNKER_VERSION
 }
 
 /// The longest heading (or title) kept in a heading path, in characters of normalised text.
 /// Every chunk of a section carries its heading path, so an unbounded heading (a long paragraph
 /// underlined with `---` is one) would be copied, hashed and indexed once per chunk.
 pub const MAX_HEADING_CHARS: usize = 256;
-
-/// How a document is read, chosen by its file name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DocKind {
-    Markdown,
-    PlainText,
-}
-
-impl DocKind {
-    /// The kind for a file name, or `None` when groundidx does not index such files.
-    pub fn from_file_name(name: &str) -> Option<DocKind> {
-        let (_, extension) = name.rsplit_once('.')?;
-        match extension.to_ascii_lowercase().as_str() {
-            "md" | "markdown" => Some(DocKind::Markdown),
-            "txt" => Some(DocKind::PlainText),
-            _ => None,
-        }
-    }
-}
 
 /// Chunking settings.
 #[derive(Clone, Copy, Debug)]
@@ -98,8 +80,11 @@ pub struct Chunk {
     /// The passage as written in the source (Markdown kept), without its heading line; for a
     /// document of headings alone, its heading lines (or the fields of its front matter).
     pub text: String,
-    /// First and last line in the source file, 1-based and inclusive.
+    /// First and last line in the source file, 1-based and inclusive; for a PDF, in the text
+    /// of its first and last page.
     pub lines: (u32, u32),
+    /// First and last page, 1-based and inclusive, for a format with pages (PDF).
+    pub pages: Option<(u32, u32)>,
     /// Position of the chunk in its document, from 0.
     pub ordinal: u32,
 }
@@ -118,83 +103,134 @@ pub struct ChunkedDocument {
     pub recipe_version: u32,
 }
 
-/// Chunks a whole document. Never fails and never panics on any input.
-pub fn chunk_document(kind: DocKind, text: &str, config: &ChunkConfig) -> ChunkedDocument {
+/// Chunks a whole document of `format`, extracting it in this process. Never fails and never
+/// panics on any input: a file that cannot be read as its format gives no chunks and a
+/// warning.
+pub fn chunk_document(format: Format, text: &str, config: &ChunkConfig) -> ChunkedDocument {
+    match extract::extract_here(format, text.as_bytes(), &extract::Limits::default()) {
+        Ok(extracted) => chunk_extracted(format, &extracted, config),
+        Err(why) => ChunkedDocument {
+            warnings: vec![why],
+            recipe_version: recipe_version(format),
+            ..ChunkedDocument::default()
+        },
+    }
+}
+
+/// Chunks what an extractor made of a file of `format`: the text is cut by its structure, and
+/// each chunk's lines are taken back to the file's (and its pages, for a PDF).
+pub fn chunk_extracted(format: Format, extracted: &Extracted, config: &ChunkConfig) -> ChunkedDocument {
+    let text = extracted.text.as_str();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines = LineIndex::new(text);
     let target_size = config.target_size.max(1);
-    match kind {
-        DocKind::Markdown => {
+    let meta = &extracted.meta;
+    let mut document = match &extracted.structure {
+        Structure::Markdown => {
             let front = front_matter::split(text);
             let units = markdown::units(text, front.body_start);
+            let title = meta.title.clone().or(front.title);
             let mut warnings: Vec<String> = front.warning.into_iter().collect();
-            let mut chunks = pack(text, &units, front.title.as_deref(), target_size, &lines);
+            let mut chunks = pack(text, &units, title.as_deref(), target_size, &lines);
             if chunks.is_empty() {
                 chunks.extend(headings_chunk(
                     text,
                     &units,
-                    front.title.as_deref(),
+                    title.as_deref(),
                     front.body_start,
                     &lines,
                 ));
             }
-            if chunks.is_empty() {
-                warnings.push("no text to index".to_string());
-            }
-            let long_title = front.title.as_deref().is_some_and(too_long);
-            let long_heading = units
-                .iter()
-                .any(|unit| matches!(unit, Unit::Heading { text, .. } if too_long(text)));
-            if long_title || long_heading {
-                warnings.push(format!(
-                    "a heading or title over {MAX_HEADING_CHARS} characters is shortened in heading paths"
-                ));
-            }
+            warn_long_headings(title.as_deref(), &units, &mut warnings);
+            let mut tags = front.tags;
+            tags.extend(meta.tags.iter().cloned());
+            let mut fields = front.fields;
+            fields.extend(meta.fields.clone());
             ChunkedDocument {
-                title: front.title.or_else(|| first_heading(&units)),
-                tags: front.tags,
-                fields: front.fields,
+                title: title.or_else(|| first_heading(&units)),
+                tags,
+                fields,
                 chunks,
                 warnings,
-                recipe_version: recipe_version(kind),
+                recipe_version: recipe_version(format),
             }
         }
-        DocKind::PlainText => {
+        Structure::Paragraphs => {
             let units = text::units(text);
-            let chunks = pack(text, &units, None, target_size, &lines);
-            let warnings = if chunks.is_empty() {
-                vec!["no text to index".to_string()]
-            } else {
-                Vec::new()
-            };
             ChunkedDocument {
-                title: None,
-                tags: Vec::new(),
-                fields: Default::default(),
-                chunks,
-                warnings,
-                recipe_version: recipe_version(kind),
+                title: meta.title.clone(),
+                tags: meta.tags.clone(),
+                fields: meta.fields.clone(),
+                chunks: pack(text, &units, meta.title.as_deref(), target_size, &lines),
+                warnings: Vec::new(),
+                recipe_version: recipe_version(format),
             }
         }
+        Structure::Units(units) => {
+            let title = meta.title.as_deref();
+            let mut chunks = pack(text, units, title, target_size, &lines);
+            if chunks.is_empty() {
+                chunks.extend(headings_chunk(text, units, title, 0, &lines));
+            }
+            let mut warnings = Vec::new();
+            warn_long_headings(title, units, &mut warnings);
+            ChunkedDocument {
+                title: meta.title.clone().or_else(|| first_heading(units)),
+                tags: meta.tags.clone(),
+                fields: meta.fields.clone(),
+                chunks,
+                warnings,
+                recipe_version: recipe_version(format),
+            }
+        }
+    };
+    if let Locations::Mapped(locations) = &extracted.locations {
+        for chunk in &mut document.chunks {
+            place(chunk, locations);
+        }
+    }
+    document.warnings.splice(0..0, extracted.warnings.iter().cloned());
+    if document.chunks.is_empty() {
+        document.warnings.push("no text to index".to_string());
+    }
+    document
+}
+
+/// Takes a chunk's lines of the extracted text back to the file's lines (and pages).
+fn place(chunk: &mut Chunk, locations: &[Location]) {
+    let at = |line: u32| {
+        let index = (line as usize).saturating_sub(1);
+        locations
+            .get(index)
+            .or(locations.last())
+            .copied()
+            .unwrap_or_default()
+    };
+    let (first, last) = (at(chunk.lines.0), at(chunk.lines.1));
+    let end = if first.page == last.page {
+        last.last.max(first.first)
+    } else {
+        last.last
+    };
+    chunk.lines = (first.first, end);
+    if first.page > 0 {
+        chunk.pages = Some((first.page, last.page.max(first.page)));
     }
 }
 
-/// A piece of a document that chunking keeps whole where it can.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Unit {
-    /// A heading: it closes the current chunk and changes the heading path. `range` is its
-    /// byte range in the document.
-    Heading {
-        level: u8,
-        text: String,
-        range: Range<usize>,
-    },
-    /// A block of body text: `range` is its byte range in the document.
-    Body { range: Range<usize> },
-    /// A block of markup that renders no words (`</details>`, `{: .note}`): packed like body
-    /// text, but never a passage on its own.
-    Markup { range: Range<usize> },
+fn warn_long_headings(title: Option<&str>, units: &[Unit], warnings: &mut Vec<String>) {
+    let long_title = title.is_some_and(too_long);
+    let long_heading = units
+        .iter()
+        .any(|unit| matches!(unit, Unit::Heading { text, .. } if too_long(text)));
+    if long_title || long_heading {
+        warnings.push(format!(
+            "a heading or title over {MAX_HEADING_CHARS} characters is shortened in heading paths"
+        ));
+    }
 }
+
+pub(crate) use crate::extract::Unit;
 
 fn first_heading(units: &[Unit]) -> Option<String> {
     units.iter().find_map(|unit| match unit {
@@ -305,6 +341,7 @@ fn chunk_of(
             lines.line_of(end.saturating_sub(1).max(range.start)),
         ),
         ordinal: u32::try_from(ordinal).unwrap_or(u32::MAX),
+        pages: None,
     })
 }
 
@@ -600,7 +637,7 @@ impl LineIndex {
 
 #[cfg(test)]
 mod tests {
-    use super::{ChunkConfig, DocKind, chunk_document, cut, normalised_len};
+    use super::{ChunkConfig, Format, chunk_document, cut, normalised_len};
 
     #[test]
     fn normalised_len_is_the_length_of_the_normalised_text() {
@@ -615,7 +652,7 @@ mod tests {
     }
 
     fn chunks(text: &str, target_size: usize) -> Vec<(String, String, (u32, u32))> {
-        chunk_document(DocKind::Markdown, text, &ChunkConfig { target_size })
+        chunk_document(Format::Markdown, text, &ChunkConfig { target_size })
             .chunks
             .into_iter()
             .map(|c| (c.heading_path.join(" > "), c.text, c.lines))
@@ -700,8 +737,8 @@ mod tests {
         let config = ChunkConfig { target_size: 30 };
         let text = "# T\n\nsome text here\n\n```py\nif x:\n  y()\n```\n\nlast words of it\n";
         let fixed = text.replace("  y()", "    y()");
-        let a = chunk_document(DocKind::Markdown, text, &config);
-        let b = chunk_document(DocKind::Markdown, &fixed, &config);
+        let a = chunk_document(Format::Markdown, text, &config);
+        let b = chunk_document(Format::Markdown, &fixed, &config);
         let lines = |doc: &super::ChunkedDocument| -> Vec<(u32, u32)> {
             doc.chunks.iter().map(|c| c.lines).collect()
         };
@@ -726,14 +763,14 @@ mod tests {
     #[test]
     fn bom_crlf_and_empty() {
         let doc = chunk_document(
-            DocKind::Markdown,
+            Format::Markdown,
             "\u{feff}# T\r\n\r\nx\r\n",
             &ChunkConfig::default(),
         );
         assert_eq!(doc.chunks.len(), 1);
         assert_eq!(doc.chunks[0].heading_path, ["T"]);
         assert_eq!(doc.chunks[0].text, "x");
-        let empty = chunk_document(DocKind::Markdown, "", &ChunkConfig::default());
+        let empty = chunk_document(Format::Markdown, "", &ChunkConfig::default());
         assert!(empty.chunks.is_empty());
         assert_eq!(empty.warnings, ["no text to index"]);
     }
@@ -743,7 +780,7 @@ mod tests {
         // A long paragraph underlined with `---` is a heading.
         let long = "word ".repeat(200);
         let doc = chunk_document(
-            DocKind::Markdown,
+            Format::Markdown,
             &format!("{long}\n---\n\none\n\ntwo\n"),
             &ChunkConfig { target_size: 3 },
         );
@@ -818,7 +855,7 @@ mod tests {
             "# T\n\nSome intro text here.\n\n<svg>\n{}</svg>\n\nAfter the picture.\n",
             "<path d=\"M0 0L1 1\"/>\n".repeat(20_000)
         );
-        let doc = chunk_document(DocKind::Markdown, &svg, &ChunkConfig::default());
+        let doc = chunk_document(Format::Markdown, &svg, &ChunkConfig::default());
         let largest = doc.chunks.iter().map(|c| c.text.len()).max().unwrap_or(0);
         assert!(largest < 10_000, "a chunk of {largest} bytes");
         assert!(
@@ -829,7 +866,7 @@ mod tests {
             doc.chunks
         );
         let headings = "# Heading\n\n".repeat(100_000);
-        let doc = chunk_document(DocKind::Markdown, &headings, &ChunkConfig::default());
+        let doc = chunk_document(Format::Markdown, &headings, &ChunkConfig::default());
         assert_eq!(doc.chunks.len(), 1);
         assert!(
             doc.chunks[0].text.len() <= 4_096,
@@ -861,7 +898,7 @@ mod tests {
             1000,
             &[("Handbook", "# Keys", (4, 4))],
         );
-        let doc = chunk_document(DocKind::Markdown, "# A heading\n", &ChunkConfig::default());
+        let doc = chunk_document(Format::Markdown, "# A heading\n", &ChunkConfig::default());
         assert_eq!(doc.title.as_deref(), Some("A heading"));
         assert!(doc.warnings.is_empty(), "{:?}", doc.warnings);
     }
@@ -869,7 +906,7 @@ mod tests {
     #[test]
     fn an_empty_or_blank_document_has_no_chunk() {
         for text in ["", " \n\t\n", "\u{feff}\r\n"] {
-            for kind in [DocKind::Markdown, DocKind::PlainText] {
+            for kind in [Format::Markdown, Format::PlainText] {
                 let doc = chunk_document(kind, text, &ChunkConfig::default());
                 assert_eq!(doc.chunks, [], "{kind:?} {text:?}");
                 assert_eq!(doc.warnings, ["no text to index"], "{kind:?} {text:?}");
@@ -877,7 +914,7 @@ mod tests {
         }
         // Front matter without a title names nothing to find the document by.
         let doc = chunk_document(
-            DocKind::Markdown,
+            Format::Markdown,
             "---\ntags: [a]\n---\n",
             &ChunkConfig::default(),
         );
@@ -887,7 +924,7 @@ mod tests {
     #[test]
     fn plain_text_chunks_on_blank_lines() {
         let doc = chunk_document(
-            DocKind::PlainText,
+            Format::PlainText,
             "one\ntwo\n\n\nthree\n",
             &ChunkConfig { target_size: 5 },
         );
@@ -900,7 +937,7 @@ mod tests {
 mod properties {
     use proptest::prelude::*;
 
-    use super::{ChunkConfig, DocKind, chunk_document};
+    use super::{ChunkConfig, Format, chunk_document};
     use crate::ids::normalise;
 
     /// A word of letters, or Markdown punctuation that stresses the parser.
@@ -937,7 +974,7 @@ mod properties {
         #[test]
         fn no_input_panics(text in prop::collection::vec(prop_oneof![word(), Just("\n".into()), Just("# ".into()), Just("> ".into()), Just("- ".into()), Just("```".into()), Just("---".into()), Just("|".into()), Just(" ".into())], 0..200), size in 1usize..300) {
             let text: String = text.concat();
-            for kind in [DocKind::Markdown, DocKind::PlainText] {
+            for kind in [Format::Markdown, Format::PlainText] {
                 let doc = chunk_document(kind, &text, &ChunkConfig { target_size: size });
                 for chunk in &doc.chunks {
                     prop_assert!(chunk.lines.0 >= 1 && chunk.lines.0 <= chunk.lines.1);
@@ -949,7 +986,7 @@ mod properties {
         #[test]
         fn chunks_cover_the_text_in_order(sections in sections(), size in 20usize..400) {
             let text = render(&sections);
-            let doc = chunk_document(DocKind::Markdown, &text, &ChunkConfig { target_size: size });
+            let doc = chunk_document(Format::Markdown, &text, &ChunkConfig { target_size: size });
             let got: Vec<String> = doc.chunks.iter().map(|c| c.text.clone()).collect();
             let expected: Vec<String> = sections.iter().flatten().cloned().collect();
             prop_assert_eq!(normalise(&got.join(" ")), normalise(&expected.join(" ")));
@@ -965,11 +1002,11 @@ mod properties {
         fn an_unrelated_section_edit_keeps_the_other_ids(sections in sections(), edit in paragraph(), size in 20usize..400) {
             prop_assume!(sections.len() >= 2);
             let config = ChunkConfig { target_size: size };
-            let before = chunk_document(DocKind::Markdown, &render(&sections), &config);
+            let before = chunk_document(Format::Markdown, &render(&sections), &config);
             let mut edited = sections.clone();
             let last = edited.len() - 1;
             edited[last].push(edit);
-            let after = chunk_document(DocKind::Markdown, &render(&edited), &config);
+            let after = chunk_document(Format::Markdown, &render(&edited), &config);
             let untouched = |doc: &super::ChunkedDocument| -> Vec<crate::ids::ChunkId> {
                 doc.chunks
                     .iter()

@@ -35,6 +35,7 @@ struct FileSettings {
     ledger_ca: Option<PathBuf>,
     roots: Option<Vec<PathBuf>>,
     exclude: Option<Vec<String>>,
+    formats: Option<Vec<String>>,
     chunk_size: Option<usize>,
     max_file_size: Option<u64>,
     id_fields: Option<Vec<String>>,
@@ -217,6 +218,18 @@ impl Layers<'_> {
             &mut args.exclude,
             file.and_then(|f| f.exclude.clone()),
             |_, v| Ok(v),
+        )?;
+        self.layer(
+            "formats",
+            "--formats",
+            Some("GROUNDIDX_FORMATS"),
+            &mut args.formats,
+            file.and_then(|f| f.formats.clone()),
+            |file, v| {
+                groundidx::extract::FormatSet::parse(&v)
+                    .map(|_| v)
+                    .map_err(|m| file.invalid("formats", m))
+            },
         )?;
         self.layer(
             "chunk_size",

@@ -4,6 +4,8 @@
 //! the other's chunks; `groundidx.toml` is the place to set them once.
 
 use groundidx::chunk::{ChunkConfig, DEFAULT_CHUNK_SIZE};
+use groundidx::error::{Error, Result};
+use groundidx::extract::{self, FormatSet, Isolation};
 use groundidx::index::{DEFAULT_ID_FIELDS, IdFields};
 use groundidx::ingest::{DEFAULT_BATCH_FILES, DEFAULT_MAX_FILE_SIZE, IngestConfig};
 use groundidx::store::StoreConfig;
@@ -21,6 +23,11 @@ pub struct IndexArgs {
     /// Target chunk size in characters
     #[arg(long, value_name = "CHARS", env = "GROUNDIDX_CHUNK_SIZE", default_value_t = DEFAULT_CHUNK_SIZE, value_parser = parse_chunk_size)]
     pub chunk_size: usize,
+
+    /// The formats to read, comma-separated: md, txt, mdx, rst, adoc, html, pdf, ipynb, or all;
+    /// files of other formats are counted by extension in the report
+    #[arg(long, value_name = "FORMATS", env = "GROUNDIDX_FORMATS", value_delimiter = ',', default_value = "all", value_parser = parse_format_name)]
+    pub formats: Vec<String>,
 
     /// Skip files larger than this many bytes, with a warning
     #[arg(long, value_name = "BYTES", env = "GROUNDIDX_MAX_FILE_SIZE", default_value_t = DEFAULT_MAX_FILE_SIZE)]
@@ -82,10 +89,31 @@ pub fn check_chunk_size(size: usize) -> Result<usize, String> {
     }
 }
 
+/// Checks one name of `--formats` (a format's name or extension, or `all`).
+pub fn parse_format_name(text: &str) -> Result<String, String> {
+    FormatSet::parse(&[text]).map(|_| text.trim().to_ascii_lowercase())
+}
+
 impl IndexArgs {
-    /// The ingest configuration these arguments describe.
-    pub fn ingest_config(&self) -> IngestConfig {
-        IngestConfig {
+    /// The ingest configuration these arguments describe. A third-party parser (PDF) runs in a
+    /// child process of this executable (`extract-worker`), so a hostile file cannot take the
+    /// run down.
+    pub fn ingest_config(&self) -> Result<IngestConfig> {
+        let formats = FormatSet::parse(&self.formats)
+            .map_err(|why| Error::Usage(format!("bad --formats: {why}")))?;
+        let isolation = match std::env::current_exe() {
+            Ok(exe) => Isolation::Child(exe),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot find this executable; PDF files are read in this process");
+                Isolation::InProcess
+            }
+        };
+        Ok(IngestConfig {
+            formats,
+            extraction: extract::Options {
+                isolation,
+                ..extract::Options::default()
+            },
             chunk: ChunkConfig {
                 target_size: self.chunk_size,
             },
@@ -94,6 +122,6 @@ impl IndexArgs {
             batch_files: DEFAULT_BATCH_FILES,
             store: self.id_fields.store_config(),
             ..IngestConfig::default()
-        }
+        })
     }
 }

@@ -80,7 +80,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         allow_mass_delete: args.allow_mass_delete,
         batch_files: args.batch_files,
         embed: args.embed.model_config()?,
-        ..args.index.ingest_config()
+        ..args.index.ingest_config()?
     };
     // Check the folders before waiting for a lock or creating a store.
     for dir in &args.roots {

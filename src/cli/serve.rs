@@ -176,12 +176,13 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         None => HashMap::new(),
     };
     let embed_config = args.embed.model_config()?;
+    let ingest_config = args.index.ingest_config()?;
     // A server with --reindex writes: like `ingest`, it may create or upgrade the schema.
     let shared = cli
         .shared_ledger(!args.reindex.is_empty(), 16)?
         .map(|ledger| groundidx::server::SharedServing {
             ledger,
-            store: args.index.ingest_config().store,
+            store: args.index.id_fields.store_config(),
         });
     let shared_writing = shared
         .as_ref()
@@ -204,7 +205,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
             ingest: IngestConfig {
                 interrupt: interrupt.clone(),
                 embed: embed_config.clone(),
-                ..args.index.ingest_config()
+                ..ingest_config
             },
         }),
     };

@@ -25,6 +25,7 @@ use crate::chunk::{self, ChunkConfig};
 use crate::clock;
 use crate::crash::crash_point;
 use crate::error::{Error, Result};
+use crate::extract::{self, FormatSet};
 use crate::ids::{DocHash, Generation};
 use crate::ledger::{Batch, NewDocument, SourceUpsert};
 use crate::store::{Store, StoreConfig};
@@ -47,6 +48,11 @@ const INDEX_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_sec
 pub struct IngestConfig {
     pub chunk: ChunkConfig,
     pub excludes: Vec<String>,
+    /// The formats read (`--formats`); files of others are counted by extension.
+    pub formats: FormatSet,
+    /// How files are extracted: the bounds, and whether a third-party parser runs in a child
+    /// process.
+    pub extraction: extract::Options,
     /// Ignore the stat cache and read every file.
     pub rehash: bool,
     /// Let a run remove more than half of a root's documents.
@@ -118,6 +124,8 @@ impl Default for IngestConfig {
         IngestConfig {
             chunk: ChunkConfig::default(),
             excludes: Vec::new(),
+            formats: FormatSet::default(),
+            extraction: extract::Options::default(),
             rehash: false,
             allow_mass_delete: false,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
@@ -176,6 +184,8 @@ pub struct IngestReport {
     pub generation: u64,
     pub documents: DocumentCounts,
     pub chunks: ChunkCounts,
+    /// The files not indexed for their format, counted by extension.
+    pub skipped_by_extension: crate::walk::PassedOver,
     pub warnings: Vec<Warning>,
     /// What embedding did, when a model was configured.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -217,6 +227,7 @@ fn ingest_roots(
         rehash: config.rehash,
         allow_mass_delete: config.allow_mass_delete,
         max_file_size: config.max_file_size,
+        formats: config.formats,
     };
     let mut plans = Vec::with_capacity(roots.len());
     for root in roots {
@@ -240,6 +251,7 @@ fn ingest_roots(
         generation: 0,
         documents: DocumentCounts::default(),
         chunks: ChunkCounts::default(),
+        skipped_by_extension: Default::default(),
         warnings: Vec::new(),
         embedding: None,
         duration_ms: 0,
@@ -346,17 +358,35 @@ fn prepare_batch(
                         .get(&file.rel_path)
                         .is_some_and(|record| record.doc_hash == *doc_hash) =>
                 {
-                    None
+                    Ok(None)
                 }
-                ReadOutcome::Text { text, .. } => {
-                    Some(chunk::chunk_document(file.kind, text, &config.chunk))
-                }
-                ReadOutcome::NotIndexed(_) => None,
+                ReadOutcome::Text { content, .. } => chunk_file(file, content, config).map(Some),
+                ReadOutcome::NotIndexed(_) => Ok(None),
+            };
+            let (outcome, chunked) = match chunked {
+                Ok(chunked) => (outcome, chunked),
+                Err(warning) => (ReadOutcome::NotIndexed(warning), None),
             };
             progress.advance(1);
             (outcome, chunked)
         })
         .collect()
+}
+
+/// Extracts and chunks a file's content; a file that cannot be read as its format is a
+/// warning naming it.
+fn chunk_file(
+    file: &WalkedFile,
+    content: &[u8],
+    config: &IngestConfig,
+) -> std::result::Result<chunk::ChunkedDocument, Warning> {
+    let extracted = extract::extract(file.format, content, &config.extraction)
+        .map_err(|why| Warning::skipped(&file.rel_path, why))?;
+    Ok(chunk::chunk_extracted(
+        file.format,
+        &extracted,
+        &config.chunk,
+    ))
 }
 
 /// Compares a prepared batch with the ledger and stages it (`Store::stage`); commits the index
@@ -378,13 +408,13 @@ fn commit_batch(
     // Documents the ledger does not have yet, each once.
     let mut chunking: HashSet<DocHash> = HashSet::new();
     for (file, (outcome, chunked)) in batch_files.iter().zip(prepared) {
-        let (doc_hash, stat, recorded_ns, text) = match outcome {
+        let (doc_hash, stat, recorded_ns, content) = match outcome {
             ReadOutcome::Text {
                 doc_hash,
                 stat,
                 recorded_ns,
-                text,
-            } => (doc_hash, stat, recorded_ns, text),
+                content,
+            } => (doc_hash, stat, recorded_ns, content),
             ReadOutcome::NotIndexed(warning) => {
                 report.documents.skipped += 1;
                 report.warnings.push(warning);
@@ -398,7 +428,7 @@ fn commit_batch(
         // chunks replaced.
         let outdated = store
             .ledger()
-            .chunks_outdated(&doc_hash, chunk::recipe_version(file.kind))?;
+            .chunks_outdated(&doc_hash, chunk::recipe_version(file.format))?;
         let chunk_again = outdated || store.ledger().lacks_fields(&doc_hash)?;
         match plan.known.get(&file.rel_path) {
             Some(record) if record.doc_hash == doc_hash => {
@@ -422,7 +452,14 @@ fn commit_batch(
         // Unchanged content was not chunked while it was read; a document without its fields
         // (a store of schema version 2) or with outdated chunks is chunked here, once.
         let chunked = match chunked {
-            None if chunk_again => Some(chunk::chunk_document(file.kind, &text, &config.chunk)),
+            None if chunk_again => match chunk_file(file, &content, config) {
+                Ok(document) => Some(document),
+                Err(warning) => {
+                    // Its source and chunks stay as they were recorded.
+                    report.warnings.push(warning);
+                    continue;
+                }
+            },
             chunked => chunked,
         };
         let document = match chunked {
@@ -510,6 +547,7 @@ fn run_root(
     report.documents.unchanged += plan.unchanged as u64;
     report.documents.skipped += plan.warnings.len() as u64;
     report.warnings.extend(plan.warnings.iter().cloned());
+    report.skipped_by_extension.add(&plan.passed_over);
     // Content added under a new path in this run, for telling renames from removals.
     let mut added_docs: HashMap<DocHash, u64> = HashMap::new();
 

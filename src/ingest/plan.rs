@@ -48,6 +48,8 @@ pub struct RootPlan {
     pub to_delete: Vec<String>,
     /// Known paths the walk did not see but whose deletion is held back.
     pub held_back: usize,
+    /// The files passed over for their format, by extension.
+    pub passed_over: walk::PassedOver,
     pub warnings: Vec<Warning>,
 }
 
@@ -95,6 +97,8 @@ pub struct PlanConfig<'a> {
     pub allow_mass_delete: bool,
     /// Files over this size are not read, here to prove a rename either.
     pub max_file_size: u64,
+    /// The formats read; files of others are passed over (and counted).
+    pub formats: crate::extract::FormatSet,
 }
 
 /// Plans one root. `root` must be canonical.
@@ -110,7 +114,7 @@ pub fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Resul
     });
     // A pause point for the tests of a root swapped between being resolved and being opened.
     crash_point("plan.before_walk");
-    let walked = walk::walk(root, config.excludes)?;
+    let walked = walk::walk(root, config.excludes, config.formats)?;
     let mut to_read = Vec::new();
     let mut unchanged = 0;
     // The walk's files and the known paths are both sorted by path: one merge of the two
@@ -163,6 +167,7 @@ pub fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Resul
         unchanged,
         to_delete,
         held_back,
+        passed_over: walked.passed_over,
         warnings: walked.warnings,
     })
 }
@@ -217,13 +222,13 @@ fn is_clean(record: &SourceRecord, file: &WalkedFile) -> bool {
 /// True when the file's document was chunked by the recipe this build uses for its kind (or a
 /// newer one): reading the file again would give the same chunks.
 fn chunked_as_now(record: &SourceRecord, file: &WalkedFile) -> bool {
-    record.recipe_version >= crate::chunk::recipe_version(file.kind)
+    record.recipe_version >= crate::chunk::recipe_version(file.format)
 }
 
 #[cfg(test)]
 mod tests {
     use super::{chunked_as_now, is_clean};
-    use crate::chunk::DocKind;
+    use crate::extract::Format;
     use crate::ids::DocHash;
     use crate::ledger::SourceRecord;
     use crate::walk::{FileStat, WalkedFile};
@@ -240,7 +245,7 @@ mod tests {
         let file = WalkedFile {
             rel_path: "a.md".into(),
             read_path: "a.md".into(),
-            kind: DocKind::Markdown,
+            format: Format::Markdown,
             stat: now,
         };
         assert_eq!(
@@ -294,7 +299,7 @@ mod tests {
         let file = |kind| WalkedFile {
             rel_path: "a.md".into(),
             read_path: "a.md".into(),
-            kind,
+            format: kind,
             stat: stat(10, 100, 100, 1),
         };
         let record = |recipe_version| SourceRecord {
@@ -303,7 +308,7 @@ mod tests {
             recorded_ns: 200 * SECOND,
             recipe_version,
         };
-        for kind in [DocKind::Markdown, DocKind::PlainText] {
+        for kind in [Format::Markdown, Format::PlainText] {
             let now = crate::chunk::recipe_version(kind);
             assert!(!chunked_as_now(&record(0), &file(kind)));
             assert!(!chunked_as_now(&record(now - 1), &file(kind)));

@@ -7,7 +7,9 @@
 //! The stat is taken from the open descriptor before and after the read: a file that changed
 //! meanwhile is reported and read again on the next run, never recorded half-written.
 //!
-//! A file with a NUL byte anywhere is binary and skipped: a NUL never reaches chunk text.
+//! A file of a text format with a NUL byte anywhere is binary and skipped (a NUL never reaches
+//! chunk text), and one that is not UTF-8 is skipped; a file of a binary format (PDF) is read
+//! as bytes, and its extractor decides.
 
 use std::fs::File;
 use std::io::Read;
@@ -23,12 +25,13 @@ use crate::walk::{FileStat, WalkedFile, Warning, stat_of};
 /// What reading a file gave.
 #[derive(Debug)]
 pub enum ReadOutcome {
-    /// The text of the file, its hash, and the stat the text belongs to.
+    /// The content of the file (valid UTF-8 for a text format), its hash, and the stat the
+    /// content belongs to.
     Text {
         doc_hash: DocHash,
         stat: FileStat,
         recorded_ns: i64,
-        text: String,
+        content: Vec<u8>,
     },
     /// The file was not indexed; the warning says why.
     NotIndexed(Warning),
@@ -103,6 +106,15 @@ pub fn read_file(root_dir: BorrowedFd<'_>, file: &WalkedFile, max_size: u64) -> 
             "changed while being read; it will be read again on the next run",
         ));
     }
+    let doc_hash = ids::doc_hash_in(file.format.hash_context(), &bytes);
+    if file.format.is_binary() {
+        return ReadOutcome::Text {
+            doc_hash,
+            stat,
+            recorded_ns,
+            content: bytes,
+        };
+    }
     // The whole file, not a prefix: a NUL after the first few KB would reach chunk text.
     // `<[u8]>::contains` is the standard library's memchr, built optimised even into a debug
     // binary, so the scan costs next to nothing beside the hash; only a binary file pays for
@@ -114,21 +126,17 @@ pub fn read_file(root_dir: BorrowedFd<'_>, file: &WalkedFile, max_size: u64) -> 
             format!("binary data (a NUL byte at byte {at}); skipped"),
         ));
     }
-    let doc_hash = ids::doc_hash(&bytes);
-    match String::from_utf8(bytes) {
-        Ok(text) => ReadOutcome::Text {
-            doc_hash,
-            stat,
-            recorded_ns,
-            text,
-        },
-        Err(err) => ReadOutcome::NotIndexed(Warning::skipped(
+    if let Err(err) = std::str::from_utf8(&bytes) {
+        return ReadOutcome::NotIndexed(Warning::skipped(
             rel,
-            format!(
-                "not valid UTF-8 (at byte {}); skipped",
-                err.utf8_error().valid_up_to()
-            ),
-        )),
+            format!("not valid UTF-8 (at byte {}); skipped", err.valid_up_to()),
+        ));
+    }
+    ReadOutcome::Text {
+        doc_hash,
+        stat,
+        recorded_ns,
+        content: bytes,
     }
 }
 

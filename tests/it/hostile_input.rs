@@ -8,7 +8,8 @@ use std::io::Read as _;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use groundidx::chunk::{ChunkConfig, DocKind, chunk_document};
+use groundidx::chunk::{ChunkConfig, chunk_document};
+use groundidx::extract::Format;
 use serde_json::Value;
 
 use crate::support::{Env, assert_success};
@@ -190,7 +191,7 @@ fn hostile_markdown_gives_output_linear_in_its_size() {
         ("headings", "# h\nt\n".repeat(mb / 4)),
     ];
     for (name, text) in cases {
-        let doc = chunk_document(DocKind::Markdown, &text, &ChunkConfig::default());
+        let doc = chunk_document(Format::Markdown, &text, &ChunkConfig::default());
         if name == "html" {
             assert_eq!(doc.chunks, [], "{name}");
             assert_eq!(doc.warnings, ["no text to index"], "{name}");

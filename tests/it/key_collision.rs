@@ -38,6 +38,7 @@ fn upsert(path: &str, seed: u8, id: ChunkId, text: &str) -> SourceUpsert {
                 text: text.to_string(),
                 lines: (1, 1),
                 ordinal: 0,
+                pages: None,
             }],
             recipe_version: groundidx::chunk::CHUNKER_VERSION,
         }),
