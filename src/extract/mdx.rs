@@ -321,8 +321,8 @@ fn starts_tag(rest: &[u8]) -> bool {
                 .count();
             // `<https://…>`, `<mailto:…>`: a scheme's colon is followed by `/` or the address.
             let name = &rest[..name_len];
-            let autolink = name.contains(&b':')
-                || rest.get(name_len..name_len + 3) == Some(b"://".as_slice());
+            let autolink =
+                name.contains(&b':') || rest.get(name_len..name_len + 3) == Some(b"://".as_slice());
             !autolink
                 && matches!(
                     rest.get(name_len),
@@ -399,8 +399,14 @@ mod tests {
         let text = "---\ntitle: Deploy\n---\nimport { Steps } from '@astrojs/starlight/components';\nimport ReadMore from '~/components/ReadMore.astro'\n\n# Deploy\n\n<Steps>\n1. Run <Since v=\"4.0\" /> the **build**.\n2. Push it.\n</Steps>\n\n<ReadMore>See [guides](/en/guides/).</ReadMore>\n";
         let out = read(text);
         assert_eq!(out.lines().count(), text.lines().count());
-        assert!(out.starts_with("---\ntitle: Deploy\n---\n\n\n\n# Deploy\n"), "{out}");
-        assert!(out.contains("1. Run  the **build**.\n2. Push it.\n"), "{out}");
+        assert!(
+            out.starts_with("---\ntitle: Deploy\n---\n\n\n\n# Deploy\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("1. Run  the **build**.\n2. Push it.\n"),
+            "{out}"
+        );
         assert!(out.contains("\nSee [guides](/en/guides/).\n"), "{out}");
         assert!(!out.contains('<') && !out.contains("import"), "{out}");
     }
@@ -418,20 +424,29 @@ mod tests {
         let text = "Use `<Steps>` and `{x}`.\n\n  ```jsx\n  import A from 'a';\n  <A prop={1} />\n  ```\n<B>done</B>\n";
         let out = read(text);
         assert!(out.contains("Use `<Steps>` and `{x}`."), "{out}");
-        assert!(out.contains("  import A from 'a';\n  <A prop={1} />\n"), "{out}");
+        assert!(
+            out.contains("  import A from 'a';\n  <A prop={1} />\n"),
+            "{out}"
+        );
         assert!(out.ends_with("done\n"), "{out}");
     }
 
     #[test]
     fn admonitions_are_named() {
         let out = read(":::note\nMind this.\n:::\n\n:::caution[Breaking change]\nGone.\n:::\n");
-        assert_eq!(out, "Note:\nMind this.\n\n\nCaution: Breaking change\nGone.\n\n");
+        assert_eq!(
+            out,
+            "Note:\nMind this.\n\n\nCaution: Breaking change\nGone.\n\n"
+        );
     }
 
     #[test]
     fn comparisons_autolinks_and_escapes_are_text() {
         let out = read("If a < b and c<d, see <https://x.org>. Use \\{braces\\}.\n");
-        assert_eq!(out, "If a < b and c<d, see <https://x.org>. Use {braces}.\n");
+        assert_eq!(
+            out,
+            "If a < b and c<d, see <https://x.org>. Use {braces}.\n"
+        );
     }
 
     #[test]

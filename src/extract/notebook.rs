@@ -95,7 +95,13 @@ pub(crate) fn extract(
         .kernelspec
         .as_ref()
         .and_then(|k| k.language.clone())
-        .or_else(|| notebook.metadata.language_info.as_ref().and_then(|l| l.name.clone()))
+        .or_else(|| {
+            notebook
+                .metadata
+                .language_info
+                .as_ref()
+                .and_then(|l| l.name.clone())
+        })
         .unwrap_or_default();
     let language: String = language
         .chars()
@@ -178,11 +184,7 @@ pub(crate) fn extract(
 
 /// A fence longer than any run of backticks in the code.
 fn fence_for(code: &str) -> String {
-    let longest = code
-        .split(|c| c != '`')
-        .map(str::len)
-        .max()
-        .unwrap_or(0);
+    let longest = code.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     "`".repeat((longest + 1).max(3))
 }
 

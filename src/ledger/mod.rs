@@ -657,23 +657,21 @@ impl Ledger {
     pub fn sources_of_chunk(&self, id: &ChunkId) -> Result<Vec<ChunkSource>> {
         let mut stmt = self
             .conn
-            .prepare_cached(
-                if self.has_pages {
-                    "SELECT r.path, s.path, dc.line_start, dc.line_end, dc.page_start, dc.page_end
+            .prepare_cached(if self.has_pages {
+                "SELECT r.path, s.path, dc.line_start, dc.line_end, dc.page_start, dc.page_end
                  FROM doc_chunks dc
                  JOIN sources s ON s.doc_hash = dc.doc_hash
                  JOIN roots r ON r.root_id = s.root_id
                  WHERE dc.chunk_id = ?1
                  ORDER BY r.path, s.path, dc.ordinal"
-                } else {
-                    "SELECT r.path, s.path, dc.line_start, dc.line_end, NULL, NULL
+            } else {
+                "SELECT r.path, s.path, dc.line_start, dc.line_end, NULL, NULL
                  FROM doc_chunks dc
                  JOIN sources s ON s.doc_hash = dc.doc_hash
                  JOIN roots r ON r.root_id = s.root_id
                  WHERE dc.chunk_id = ?1
                  ORDER BY r.path, s.path, dc.ordinal"
-                },
-            )
+            })
             .map_err(sql_error("read chunk sources"))?;
         let rows = stmt
             .query_map([id.as_bytes()], |row| {

@@ -96,7 +96,10 @@ fn a_mixed_folder_is_indexed_with_each_hit_at_its_lines() {
             lines.iter().all(|line| (first..=last).contains(line)),
             "{path}: the word is on lines {lines:?}, the hit says {first}-{last}"
         );
-        assert!(hit.get("pages").is_none(), "{path}: a text format has no pages");
+        assert!(
+            hit.get("pages").is_none(),
+            "{path}: a text format has no pages"
+        );
     }
     // What each format drops never reaches the index.
     for dropped in ["tapirword", "outputword", "menu", "Steps", "import"] {
@@ -114,9 +117,9 @@ fn a_mixed_folder_is_indexed_with_each_hit_at_its_lines() {
     // the heading path.
     let rst = only_hit(&env, "narwhalword", "api/session.rst");
     assert!(
-        rst["text"]
-            .as_str()
-            .is_some_and(|text| text.contains("sqlalchemy.orm.Session") && !text.contains(":class:")),
+        rst["text"].as_str().is_some_and(
+            |text| text.contains("sqlalchemy.orm.Session") && !text.contains(":class:")
+        ),
         "{rst}"
     );
     assert_eq!(rst["heading"], "Session > Overview", "{rst}");
@@ -124,7 +127,12 @@ fn a_mixed_folder_is_indexed_with_each_hit_at_its_lines() {
     assert_eq!(mdx["heading"], "Deploy", "{mdx}");
     let html = only_hit(&env, "pangolinword", "help/contrast.html");
     assert_eq!(html["heading"], "Contrast", "{html}");
-    assert!(html["text"].as_str().is_some_and(|t| t.contains("ratio & more")), "{html}");
+    assert!(
+        html["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("ratio & more")),
+        "{html}"
+    );
     env.assert_verified();
 
     let again = env.ingest();
@@ -175,7 +183,10 @@ fn formats_choose_what_is_read() {
     let output = env.run(&["ingest", docs, "--formats", "md,docx"]);
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("docx") && stderr.contains("ipynb"), "{stderr}");
+    assert!(
+        stderr.contains("docx") && stderr.contains("ipynb"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -199,7 +210,10 @@ fn the_same_bytes_in_two_formats_are_two_documents() {
         })
         .collect();
     assert!(texts.contains(&("page.txt", page.trim_end())), "{answer}");
-    assert!(texts.contains(&("page.html", "Hello kiwiword & friends")), "{answer}");
+    assert!(
+        texts.contains(&("page.html", "Hello kiwiword & friends")),
+        "{answer}"
+    );
     let again = env.ingest();
     assert_eq!(again["chunks"]["added"], 0, "{again}");
     assert_eq!(again["documents"]["rechunked"], 0, "{again}");
@@ -236,7 +250,10 @@ fn an_extractor_upgrade_rechunks_only_its_format() {
             |row| row.get(0),
         )
         .expect("the MDX document");
-    assert!(mdx_recipe >= 1000, "an extracted format's recipe: {mdx_recipe}");
+    assert!(
+        mdx_recipe >= 1000,
+        "an extracted format's recipe: {mdx_recipe}"
+    );
     ledger
         .execute(
             "UPDATE documents SET recipe_version = ?1 WHERE doc_hash IN
@@ -280,7 +297,11 @@ fn pdfs_are_indexed_with_their_pages() {
         .as_array()
         .expect("hits")
         .iter()
-        .find(|hit| hit["paths"][0].as_str().is_some_and(|p| p.ends_with(".pdf")))
+        .find(|hit| {
+            hit["paths"][0]
+                .as_str()
+                .is_some_and(|p| p.ends_with(".pdf"))
+        })
         .cloned()
         .unwrap_or_else(|| panic!("no PDF hit: {answer}"));
     let pages = &pdf_hit["pages"];

@@ -277,9 +277,8 @@ fn sigkill_at_random_moments_on_a_real_corpus_heals() {
 
 /// A document of `format` (an extension) holding note `i` and the `extra` lines appended to it.
 fn document_of(format: &str, i: usize, extra: &[String]) -> String {
-    let paragraphs = |wrap: &dyn Fn(&str) -> String| {
-        extra.iter().map(|line| wrap(line)).collect::<String>()
-    };
+    let paragraphs =
+        |wrap: &dyn Fn(&str) -> String| extra.iter().map(|line| wrap(line)).collect::<String>();
     match format {
         "mdx" => format!(
             "---\ntitle: Note {i}\n---\nimport {{ Aside }} from 'x';\n\n# Note {i}\n\n<Aside>The opening of note {i}.</Aside>\n{}",
