@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use super::{Extracted, Format, Limits, Options, Unreadable};
 
 /// How long after the time limit the parent kills a child that has not answered: the child
-/// stops itself at the limit (its own deadline) and answers with what it read.
-const GRACE: Duration = Duration::from_secs(1);
+/// stops itself at the limit (its own deadline) and then needs a moment to build and send the
+/// text it read (tens of MB at most).
+const GRACE: Duration = Duration::from_secs(5);
 
 /// How much of the child's stderr is kept for an error message.
 const STDERR_TAIL: usize = 512;

@@ -72,7 +72,7 @@ pub(crate) fn extract(
     let document = load(bytes)?;
     let pages = document.get_pages();
     let mut warnings = Vec::new();
-    let texts = read_pages(&document, &pages, limits, deadline, &mut warnings);
+    let (texts, failed_pages) = read_pages(&document, &pages, limits, deadline, &mut warnings);
     let outline = if deadline.passed() {
         Vec::new()
     } else {
@@ -86,7 +86,7 @@ pub(crate) fn extract(
     });
     if pages.is_empty() {
         warnings.push("it has no pages".to_string());
-    } else if !texts.values().any(|text| !text.trim().is_empty()) {
+    } else if failed_pages == 0 && !texts.values().any(|text| !text.trim().is_empty()) {
         warnings.push(format!(
             "no text on any of its {} pages (a scanned or image-only PDF?)",
             pages.len()
@@ -124,14 +124,15 @@ enum Stop {
     Time,
 }
 
-/// The text of every page read, by page number, from the pdf-extract interpreter.
+/// The text of every page read, by page number, from the pdf-extract interpreter, and how
+/// many pages failed.
 fn read_pages(
     document: &Document,
     pages: &BTreeMap<u32, ObjectId>,
     limits: &Limits,
     deadline: &Deadline,
     warnings: &mut Vec<String>,
-) -> BTreeMap<u32, String> {
+) -> (BTreeMap<u32, String>, usize) {
     let mut writer = PageWriter::new(limits.max_text_bytes, *deadline);
     // One pass over the whole document first: `output_doc_page` walks the page tree on each
     // call, so page by page costs the square of the page count.
@@ -185,7 +186,7 @@ fn read_pages(
         )),
         None => {}
     }
-    writer.pages
+    (writer.pages, failed.len())
 }
 
 /// Runs the interpreter, a panic in it (a missing /MediaBox, a malformed page) turned into an
@@ -1080,6 +1081,52 @@ mod tests {
                 .any(|w| w.contains("the rest is left out")),
             "{:?}",
             passed.warnings
+        );
+    }
+
+    #[test]
+    fn a_billion_laughs_of_forms_stops_at_the_deadline() {
+        // Nine levels of forms, each drawing the one below ten times: 10^9 lines of text.
+        let form = "/Type /XObject /Subtype /Form /BBox [0 0 612 792]";
+        let mut objects = vec![
+            "<< /Type /Catalog /Pages 2 0 R >>".to_string(),
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_string(),
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X 14 0 R >> >> /Contents 4 0 R >>".to_string(),
+            stream("/X Do"),
+        ];
+        let content = "BT /F1 12 Tf 72 700 Td (laughter fills the page) Tj ET";
+        objects.push(format!(
+            "<< {form} /Resources << /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >> /Length {} >>\nstream\n{content}\nendstream",
+            content.len()
+        ));
+        for level in 1..10 {
+            let content = "/X Do ".repeat(10);
+            objects.push(format!(
+                "<< {form} /Resources << /XObject << /X {} 0 R >> >> /Length {} >>\nstream\n{content}\nendstream",
+                4 + level,
+                content.len()
+            ));
+        }
+        let limits = Limits {
+            time: std::time::Duration::from_secs(1),
+            ..Limits::default()
+        };
+        let started = std::time::Instant::now();
+        let extracted =
+            extract(&pdf(&objects, ""), &limits, &Deadline::after(limits.time)).expect("readable");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(extracted.text.contains("laughter fills the page"));
+        assert!(
+            extracted
+                .warnings
+                .iter()
+                .any(|w| w == "took over 1 s; the rest is left out"),
+            "{:?}",
+            extracted.warnings
         );
     }
 

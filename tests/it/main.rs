@@ -107,6 +107,9 @@
 //!   chunk embedded.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
+//! - `formats_pdf_adoc`: real PDFs found at their page's lines, hostile PDFs (bombs, loops,
+//!   deep nesting, encryption) each a warning while the run goes on in bounded memory, the
+//!   Spring Security AsciiDoc read with its headings, the pdf and asciidoc fuzz properties.
 
 mod support;
 
@@ -134,6 +137,7 @@ mod embed_local;
 mod embed_server;
 mod embedding;
 mod faults;
+mod formats_pdf_adoc;
 mod foreign_store;
 mod fuzz_regressions;
 mod heal;
