@@ -150,7 +150,7 @@ impl Reader {
         let mut continued_attribute: Option<(String, String)> = None;
         for (index, raw) in text.split('\n').enumerate() {
             let number = index + 1;
-            if index % DEADLINE_EVERY == 0 && index > 0 && deadline.passed() {
+            if index.is_multiple_of(DEADLINE_EVERY) && index > 0 && deadline.passed() {
                 self.warnings.push(format!(
                     "took over {} s; the rest is left out",
                     self.time_limit.as_secs()
@@ -247,6 +247,8 @@ impl Reader {
             return true;
         }
         match kind {
+            // An include is a preprocessor directive: it is one in a listing too.
+            BlockKind::Verbatim if is_include(line) => {}
             BlockKind::Verbatim => self.verbatim.push((line.to_string(), number)),
             BlockKind::Table => {
                 if !line.trim().is_empty() {
@@ -298,6 +300,10 @@ impl Reader {
             self.pending = Pending::None;
             if self.stack.is_empty() {
                 let title = self.inline(title);
+                if level == 1 && self.meta.title.is_none() {
+                    // A document title under an anchor or a comment, past the header.
+                    self.meta.title = Some(super::fold_space(&title));
+                }
                 self.builder.heading(level, &title, at_line(number));
             } else {
                 let title = self.inline(title);
@@ -677,6 +683,12 @@ fn is_comment_line(line: &str) -> bool {
     line.starts_with("//") && block_delimiter(line).is_none()
 }
 
+/// An `include::` or `include-code::` directive line.
+fn is_include(line: &str) -> bool {
+    (line.starts_with("include::") || line.starts_with("include-code::"))
+        && line.trim_end().ends_with(']')
+}
+
 /// `ifdef::`, `ifndef::`, `ifeval::` and `endif::` lines.
 fn is_preprocessor_line(line: &str) -> bool {
     ["ifdef::", "ifndef::", "ifeval::", "endif::"]
@@ -914,6 +926,15 @@ mod tests {
             assert!(!text.contains(gone), "{gone} in {text}");
         }
         assert!(text.contains("After."));
+        let listing = read(
+            "[[top]]\n= Under an anchor\n\n----\ninclude::example$Config.java[tags=a]\nkept();\n----\n",
+        );
+        assert_eq!(listing.meta.title.as_deref(), Some("Under an anchor"));
+        assert!(
+            !listing.text.contains("include::") && listing.text.contains("kept();"),
+            "{}",
+            listing.text
+        );
         let locations = locations(&extracted);
         let line = text
             .lines()

@@ -309,7 +309,7 @@ impl OutputDev for PageWriter {
         glyph: &str,
     ) -> Result<(), OutputError> {
         self.glyphs = self.glyphs.wrapping_add(1);
-        if self.glyphs % GLYPHS_PER_DEADLINE_CHECK == 0 && self.deadline.passed() {
+        if self.glyphs.is_multiple_of(GLYPHS_PER_DEADLINE_CHECK) && self.deadline.passed() {
             self.stop = Some(Stop::Time);
             return Err(OutputError::FormatError(std::fmt::Error));
         }
