@@ -1050,6 +1050,47 @@ mod tests {
         );
     }
 
+    /// `bytes` encrypted (RC4, 128 bits) with these passwords.
+    fn encrypted(bytes: &[u8], user_password: &str) -> Vec<u8> {
+        use lopdf::encryption::{EncryptionState, EncryptionVersion, Permissions};
+        let mut document = lopdf::Document::load_mem(bytes).expect("load");
+        let id = lopdf::Object::String(
+            b"0123456789abcdef".to_vec(),
+            lopdf::StringFormat::Hexadecimal,
+        );
+        document
+            .trailer
+            .set("ID", lopdf::Object::Array(vec![id.clone(), id]));
+        let version = EncryptionVersion::V2 {
+            document: &document,
+            owner_password: "owner",
+            user_password,
+            key_length: 128,
+            permissions: Permissions::all(),
+        };
+        let state = EncryptionState::try_from(version).expect("encryption state");
+        document.encrypt(&state).expect("encrypt");
+        let mut out = Vec::new();
+        document.save_to(&mut out).expect("save");
+        out
+    }
+
+    #[test]
+    fn an_empty_user_password_is_read_and_another_is_refused() {
+        let plain = document(&[&["Secret words on the page."]], &[], Some("Locked"));
+        let open = read(&encrypted(&plain, "")).expect("an empty user password is read");
+        assert!(
+            open.text.contains("Secret words on the page."),
+            "{}",
+            open.text
+        );
+        assert_eq!(open.meta.title.as_deref(), Some("Locked"));
+        assert_eq!(
+            read(&encrypted(&plain, "secret")),
+            Err("encrypted PDF (a password is needed to read it); skipped".to_string())
+        );
+    }
+
     #[test]
     fn the_text_stops_at_its_limit() {
         let line = "Many words on a line that repeats.";
