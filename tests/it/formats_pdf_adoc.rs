@@ -1,10 +1,11 @@
 //! PDF and AsciiDoc through the real binary: real PDFs (`pdf-jose-papers`,
 //! `pdf-cncf-tag-security`) are found by a phrase on a known page with their path and lines;
 //! hostile PDFs written here byte by byte (deep nesting, a double-Flate bomb, a cyclic page
-//! tree, a form that draws itself, an encrypted file, garbage) are
-//! each a warning naming the file while the run indexes the rest and its own memory stays
-//! bounded (the PDF parser runs in `extract-worker` children); the Spring Security AsciiDoc
-//! corpus reads fast with its headings; and the fuzz properties hold on hostile inputs.
+//! tree, a cross-reference table that is its own /Prev, a form that draws itself, an encrypted
+//! file, garbage) are each a warning naming the file while the run indexes the rest and its
+//! own memory stays bounded (the PDF parser runs in `extract-worker` children); the Spring
+//! Security AsciiDoc corpus reads fast with its headings; and the fuzz properties hold on
+//! hostile inputs.
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;
@@ -19,7 +20,8 @@ use crate::support::{Env, assert_success, copy_tree, corpus, warnings};
 /// in-process.
 const RSS_LIMIT_KIB: u64 = 1 << 20;
 
-/// A PDF file of `objects` (object 1 the catalog) with a correct cross-reference table.
+/// A PDF file of `objects` (object 1 the catalog) with a correct cross-reference table;
+/// `{xref}` in `trailer` stands for the table's offset.
 fn pdf(objects: &[Vec<u8>], trailer: &str) -> Vec<u8> {
     let mut bytes = b"%PDF-1.5\n".to_vec();
     let mut offsets = Vec::new();
@@ -38,8 +40,9 @@ fn pdf(objects: &[Vec<u8>], trailer: &str) -> Vec<u8> {
     }
     bytes.extend_from_slice(
         format!(
-            "trailer\n<< /Size {} /Root 1 0 R {trailer} >>\nstartxref\n{xref}\n%%EOF\n",
-            objects.len() + 1
+            "trailer\n<< /Size {} /Root 1 0 R {} >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1,
+            trailer.replace("{xref}", &xref.to_string())
         )
         .as_bytes(),
     );
@@ -142,7 +145,17 @@ fn hostile_pdfs() -> Vec<(&'static str, Vec<u8>)> {
         ],
         "/Encrypt 3 0 R /ID [<00112233445566778899aabbccddeeff> <00112233445566778899aabbccddeeff>]",
     );
+    // A cross-reference table whose /Prev is itself.
+    let xref_loop = pdf(
+        &[
+            text("<< /Type /Catalog /Pages 2 0 R >>"),
+            text("<< /Type /Pages /Kids [3 0 R] /Count 1 >>"),
+            text("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>"),
+        ],
+        "/Prev {xref}",
+    );
     vec![
+        ("xref-loop.pdf", xref_loop),
         ("deep.pdf", deep),
         ("cyclic-tree.pdf", cyclic_tree),
         ("self-drawing.pdf", self_drawing),
