@@ -1,7 +1,7 @@
 //! AsciiDoc: a small, bounded, line-based reader of the parts of AsciiDoc that carry words.
 //!
 //! No maintained Rust crate reads AsciiDoc well enough to index real documentation, so this
-//! reads it line by line, the way Asciidoctor's block parser does, in one pass:
+//! reads it line by line in one pass, after the rules of Asciidoctor's block parser:
 //!
 //! - Kept as headings: the document title (`= Title`, also `meta.title`) and section titles
 //!   `==` … `======` (and Markdown-style `#` … `######`), each at the level of its marker count,
@@ -23,17 +23,21 @@
 //! - Dropped: comments (`//` lines, `////` blocks, `[comment]` blocks), passthrough `++++`
 //!   blocks, attribute lines (`[[anchor]]`, `[#id]`, `[.role]`, `[source,java]` …), list
 //!   continuation `+` lines, preprocessor directives (`ifdef::`, `endif::` …: the lines inside
-//!   are kept, the condition is not evaluated), and every block macro, `include::` and
-//!   `include-code::` first: nothing outside the file is ever read, whatever its path says.
+//!   are kept, the condition is not evaluated), and every block macro (`toc::[]`), above all
+//!   `include::` and `include-code::`, also inside listings: nothing outside the file is ever
+//!   read, whatever its path says.
 //!
 //! Not understood: conditionals (both branches are kept), `subs=` settings (listings are never
 //! substituted), counters and built-in attributes (`{nbsp}` stays as written), description
 //! lists and callouts (kept as written), cell specifiers beyond a leading `2+|`/`a|`, rows
-//! spread over several lines (each line is a row), and `[discrete]` headings (kept as a line).
+//! spread over several lines (each line is a row), and section titles inside delimited blocks
+//! (kept as a line of text; `[discrete]` is not needed outside them, where every title is a
+//! heading).
 //!
 //! Bounds: one pass over the lines; nested delimited blocks up to `Limits::max_depth` (deeper
-//! delimiters are read as text); each inline construct looks ahead a bounded window, so a
-//! 10 MB line costs linear time; attribute values at most `MAX_ATTRIBUTE_BYTES`, and all
+//! delimiters are read as text); inline constructs find their closing brackets through a
+//! remembered next-occurrence search (`NextFinder`), so a 10 MB line of openers costs one
+//! pass, not one per opener; attribute values at most `MAX_ATTRIBUTE_BYTES`, and all
 //! attribute references of a file together may add at most the file's own size to its text
 //! (an attribute bomb is cut, with a warning); the deadline checked every few hundred lines.
 
