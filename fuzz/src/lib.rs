@@ -997,3 +997,103 @@ fn check_key(key: &str) {
         "validate_key({key:?})"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// pdf, asciidoc
+
+/// The limits the extractor targets run under: small, so a cost beyond them shows.
+fn extractor_limits() -> groundidx::extract::Limits {
+    groundidx::extract::Limits {
+        max_depth: 64,
+        max_text_bytes: 1 << 20,
+        time: std::time::Duration::from_secs(10),
+        max_memory: 512 << 20,
+    }
+}
+
+/// The properties every extraction of `data` keeps: deterministic; one location per line of
+/// the text; every unit's range inside the text, on character boundaries, headings' ranges
+/// holding their text; the text at most `max_ratio` times the input (plus a little) and
+/// within `max_text_bytes`. Returns the extraction for further checks.
+fn check_extraction(
+    format: Format,
+    data: &[u8],
+    max_ratio: usize,
+) -> Result<groundidx::extract::Extracted, String> {
+    use groundidx::extract::{Locations, Structure, Unit, extract_here};
+    let limits = extractor_limits();
+    let first = extract_here(format, data, &limits);
+    let again = extract_here(format, data, &limits);
+    let extracted = match (&first, &again) {
+        (Ok(a), Ok(b)) => {
+            // A deadline that passed in one run only may cut one text short; the limits above
+            // leave seconds for inputs of fuzzer size.
+            assert_eq!(a, b, "extraction is deterministic");
+            a.clone()
+        }
+        (Err(a), Err(b)) => {
+            assert_eq!(a, b, "the same error twice");
+            return first;
+        }
+        _ => panic!("one run read it, the other did not: {first:?} / {again:?}"),
+    };
+    let text = &extracted.text;
+    assert!(
+        text.len() <= max_ratio * data.len() + 4096,
+        "{} bytes of text from {} bytes",
+        text.len(),
+        data.len()
+    );
+    assert!(text.len() <= limits.max_text_bytes, "text within max_text_bytes");
+    match &extracted.locations {
+        Locations::Mapped(locations) => {
+            assert_eq!(locations.len(), text.lines().count(), "one location per line");
+        }
+        Locations::SameLines => {}
+    }
+    if let Structure::Units(units) = &extracted.structure {
+        let mut last_end = 0;
+        for unit in units {
+            let range = match unit {
+                Unit::Heading { text: heading, range, .. } => {
+                    assert_eq!(&text[range.clone()], heading, "a heading's range holds it");
+                    range
+                }
+                Unit::Body { range } | Unit::Markup { range } => range,
+            };
+            assert!(range.start <= range.end && range.end <= text.len(), "{range:?} in the text");
+            assert!(text.is_char_boundary(range.start) && text.is_char_boundary(range.end));
+            assert!(range.start >= last_end, "units in order, apart");
+            last_end = range.end;
+        }
+    }
+    Ok(extracted)
+}
+
+/// PDF: arbitrary bytes, and the bytes after a minimal valid header and page tree (so the
+/// fuzzer reaches the object parser and the content-stream interpreter). The properties of
+/// `check_extraction`, with text bounded by `max_text_bytes` (a compressed stream may inflate
+/// a thousand times, so the ratio is that of Flate). Run with `-rss_limit_mb=512`: the memory
+/// a hostile PDF costs in-process is the parser's, which the child process bounds in a run.
+pub fn check_pdf(data: &[u8]) {
+    let _ = check_extraction(Format::Pdf, data, 1100);
+    let mut framed = b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n\
+        2 0 obj << /Type /Pages /Kids [3 0 R] /Count 1 >> endobj\n\
+        3 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >> endobj\n\
+        4 0 obj << >> stream\n"
+        .to_vec();
+    framed.extend_from_slice(data);
+    framed.extend_from_slice(b"\nendstream endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n");
+    let _ = check_extraction(Format::Pdf, &framed, 1100);
+}
+
+/// AsciiDoc: bytes decoded lossily as an AsciiDoc file. The properties of `check_extraction`,
+/// with the text at most 4 times the input (attribute references may double it); the title,
+/// when there is one, is a single folded line.
+pub fn check_asciidoc(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let extracted = check_extraction(Format::AsciiDoc, text.as_bytes(), 4).expect("AsciiDoc is always read");
+    if let Some(title) = &extracted.meta.title {
+        assert!(!title.contains('\n'), "a title is one line");
+    }
+}

@@ -111,6 +111,9 @@
 //!   extension.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
+//! - `formats_pdf_adoc`: real PDFs found at their page's lines, hostile PDFs (bombs, loops,
+//!   deep nesting, encryption) each a warning while the run goes on in bounded memory, the
+//!   Spring Security AsciiDoc read with its headings, the pdf and asciidoc fuzz properties.
 
 mod support;
 
@@ -138,6 +141,7 @@ mod embed_local;
 mod embed_server;
 mod embedding;
 mod faults;
+mod formats_pdf_adoc;
 mod foreign_store;
 mod formats;
 mod fuzz_regressions;
