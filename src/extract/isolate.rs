@@ -6,7 +6,8 @@
 //! file's bytes to its stdin from a thread, reads its stdout (at most `answer_cap` bytes) and
 //! the last `STDERR_TAIL` bytes of its stderr from two more, and kills it when it runs past
 //! the time limit plus `GRACE`. The child (`worker_main`) first limits itself (address space
-//! to `Limits::max_memory`, CPU seconds to the time limit + 1, no core file), then reads
+//! to `Limits::max_memory`, CPU seconds to the time limit + 1, no core file, killed when its
+//! parent dies), then reads
 //! stdin, runs `extract_here` and writes `Result<Extracted, String>` as JSON.
 //!
 //! Every way the child can end maps to a result: its answer, or an `Err` that says what went
@@ -292,9 +293,13 @@ pub fn worker_main(format: Format, limits: &Limits) -> std::io::Result<()> {
 }
 
 /// Sets this process's limits: address space, CPU seconds (the time limit and one more), and
-/// no core file.
+/// no core file; and asks to be killed when its parent dies (an ingest killed with SIGKILL
+/// leaves no worker reading on).
 fn limit_self(limits: &Limits) -> std::io::Result<()> {
     use rustix::process::{Resource, Rlimit, setrlimit};
+    #[cfg(target_os = "linux")]
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+        .map_err(|err| std::io::Error::other(format!("set the parent-death signal: {err}")))?;
     let cpu_seconds = limits.time.as_secs().saturating_add(1);
     for (resource, soft, hard) in [
         (Resource::As, limits.max_memory, limits.max_memory),
