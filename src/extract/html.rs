@@ -379,7 +379,7 @@ impl TokenSink for Scout<'_> {
     fn process_token(&self, token: Token, _line: u64) -> TokenSinkResult<()> {
         let tokens = self.tokens.get() + 1;
         self.tokens.set(tokens);
-        if tokens % TOKENS_PER_DEADLINE_CHECK == 0 && self.deadline.passed() {
+        if tokens.is_multiple_of(TOKENS_PER_DEADLINE_CHECK) && self.deadline.passed() {
             self.timed_out.set(true);
         }
         let Token::TagToken(tag) = token else {
@@ -609,7 +609,7 @@ impl TokenSink for Page<'_> {
     fn process_token(&self, token: Token, line: u64) -> TokenSinkResult<()> {
         let mut state = self.state.borrow_mut();
         state.tokens += 1;
-        if state.tokens % TOKENS_PER_DEADLINE_CHECK == 0 && self.deadline.passed() {
+        if state.tokens.is_multiple_of(TOKENS_PER_DEADLINE_CHECK) && self.deadline.passed() {
             state.timed_out = true;
         }
         let stopped = state.stopped();
@@ -891,10 +891,10 @@ impl PageState {
         if let Some((_, heading)) = &mut self.heading {
             return heading;
         }
-        if self.tables > 0 {
-            if let Some(cell) = self.row.as_mut().and_then(|cells| cells.last_mut()) {
-                return cell;
-            }
+        if self.tables > 0
+            && let Some(cell) = self.row.as_mut().and_then(|cells| cells.last_mut())
+        {
+            return cell;
         }
         &mut self.paragraph
     }
@@ -910,10 +910,10 @@ impl PageState {
     }
 
     fn flush_heading(&mut self) {
-        if let Some((level, mut text)) = self.heading.take() {
-            if let Some((heading, at)) = text.folded() {
-                self.builder.heading(level, &heading, at);
-            }
+        if let Some((level, mut text)) = self.heading.take()
+            && let Some((heading, at)) = text.folded()
+        {
+            self.builder.heading(level, &heading, at);
         }
     }
 
