@@ -64,3 +64,13 @@ fn request() {
 fn front_matter() {
     run("front_matter", checks::front_matter);
 }
+
+#[test]
+fn html() {
+    run("html", checks::check_html);
+}
+
+#[test]
+fn rst() {
+    run("rst", checks::check_rst);
+}

@@ -105,6 +105,8 @@
 //! - `readme_setups`: README's first `ingest --embed-model`, cron line, systemd unit and MCP
 //!   configuration, read from the files and run from other folders, search hybrid with every
 //!   chunk embedded.
+//! - `formats_html_rst`: the HTML and reStructuredText corpora found by what they hold, at the
+//!   lines that hold it; hostile pages and files finish with output bounded by their size.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
 
@@ -135,6 +137,7 @@ mod embed_server;
 mod embedding;
 mod faults;
 mod foreign_store;
+mod formats_html_rst;
 mod fuzz_regressions;
 mod heal;
 mod hostile_input;
