@@ -940,7 +940,10 @@ pub fn check_extractor(format: groundidx::extract::Format, data: &[u8]) {
             out.len(),
             text.len()
         );
-        assert!(out.len() <= limits.max_text_bytes, "{format}: over the text limit");
+        assert!(
+            out.len() <= limits.max_text_bytes,
+            "{format}: over the text limit"
+        );
         let Locations::Mapped(locations) = &extracted.locations else {
             panic!("{format}: the text's lines are not mapped")
         };

@@ -20,7 +20,9 @@ fn ingest_corpus(corpus: &Path, format: &str) -> Env {
     let docs = env.docs.to_str().expect("utf-8 temp path");
     let report = env.json(&["ingest", docs, "--json", "--formats", format]);
     let seconds = started.elapsed().as_secs_f64();
-    let added = report["documents"]["added"].as_u64().expect("documents added");
+    let added = report["documents"]["added"]
+        .as_u64()
+        .expect("documents added");
     let warnings = support::warnings(&report);
     eprintln!(
         "{format}: {added} files in {seconds:.1} s ({:.0} files/s, a debug build), {} warnings",
@@ -56,6 +58,25 @@ fn source_lines(env: &Env, path: &str, hit: &Value) -> (usize, usize, Vec<String
     (first, last, source[first - 1..last].to_vec())
 }
 
+/// Every line of a hit's passage has its longest word on the source lines the hit names.
+fn assert_text_at_its_lines(env: &Env, path: &str, hit: &Value) {
+    let (first, last, lines) = source_lines(env, path, hit);
+    let source = lines.join("\n");
+    for line in hit["text"].as_str().expect("text").lines() {
+        let Some(word) = line
+            .split(|c: char| !c.is_alphanumeric())
+            .max_by_key(|word| word.len())
+            .filter(|word| !word.is_empty())
+        else {
+            continue;
+        };
+        assert!(
+            source.contains(word),
+            "{word:?} of {line:?} is not on lines {first}-{last} of {path}:\n{source}"
+        );
+    }
+}
+
 #[test]
 fn the_wcag_pages_are_found_by_a_technique_title_at_its_lines() {
     let Some(corpus) = support::corpus("html-wcag") else {
@@ -70,11 +91,14 @@ fn the_wcag_pages_are_found_by_a_technique_title_at_its_lines() {
     );
     assert_eq!(response["hits"][0]["paths"][0], path, "{response}");
     let hit = hit_in(&response, path);
-    let (_, _, lines) = source_lines(&env, path, hit);
     assert!(
-        lines.iter().any(|line| line.contains("aria-describedby")),
-        "{hit}\n{lines:#?}"
+        hit["heading"]
+            .as_str()
+            .expect("heading")
+            .starts_with("Using the aria-describedby property"),
+        "{hit}"
     );
+    assert_text_at_its_lines(&env, path, hit);
 
     // A passage deep in a page: its lines are the ones that hold it.
     let response = env.search("sample form field instructions given name", 10);
@@ -84,11 +108,15 @@ fn the_wcag_pages_are_found_by_a_technique_title_at_its_lines() {
         lines.iter().any(|line| line.contains("given name")),
         "{first}-{last}: {lines:#?}"
     );
+    assert_text_at_its_lines(&env, path, hit);
     // Scripts, comments and markup never reach the index.
     let response = env.search("DOCTYPE stylesheet editors.css", 5);
     for hit in response["hits"].as_array().expect("hits") {
         let text = hit["text"].as_str().expect("text");
-        assert!(!text.contains("<!DOCTYPE") && !text.contains("editors.css"), "{hit}");
+        assert!(
+            !text.contains("<!DOCTYPE") && !text.contains("editors.css"),
+            "{hit}"
+        );
     }
 }
 
@@ -108,6 +136,7 @@ fn the_sqlalchemy_docs_are_found_by_a_class_name_at_its_directive() {
             .any(|line| line.contains(".. autoclass:: sqlalchemy.util.ThreadLocalRegistry")),
         "{first}-{last}: {lines:#?}"
     );
+    assert_text_at_its_lines(&env, path, hit);
     assert!(
         hit["heading"]
             .as_str()
@@ -177,7 +206,11 @@ fn html_nested_100000_deep_is_read_flat_and_says_so() {
         extracted.warnings
     );
     // Nested dropped elements: nothing inside leaks, whatever their depth.
-    let navs = format!("{}hidden{}<p>shown</p>", "<nav>".repeat(100_000), "</nav>".repeat(100_000));
+    let navs = format!(
+        "{}hidden{}<p>shown</p>",
+        "<nav>".repeat(100_000),
+        "</nav>".repeat(100_000)
+    );
     let extracted = extract(Format::Html, &navs);
     assert!(!extracted.text.contains("hidden"));
 }
@@ -239,7 +272,11 @@ fn deeply_indented_rst_directives_stop_nesting_at_the_limit() {
     let mut input = String::new();
     for depth in 0..3_000 {
         input.push_str(&" ".repeat(depth));
-        input.push_str(if depth % 2 == 0 { ".. note::\n\n" } else { ".. change::\n\n" });
+        input.push_str(if depth % 2 == 0 {
+            ".. note::\n\n"
+        } else {
+            ".. change::\n\n"
+        });
     }
     input.push_str(&" ".repeat(3_000));
     input.push_str("the innermost words\n");
