@@ -28,7 +28,8 @@
 //! `main` (inside those they are the section's own header, and often hold its heading). When
 //! the page has a `<main>` element (or `role="main"`), only what is inside it is kept (with the
 //! title and the metadata); else when it has exactly one `<article>`, only that article. Finding
-//! out costs a first, cheap pass of the tokenizer.
+//! out costs a first pass of the tokenizer that reads tags only, run only when the page holds
+//! the word `main` or `article` at all.
 //!
 //! Not understood: CSS (`display: none` text is kept), scripts that write the page (a page built
 //! by JavaScript has little text here), `<base>` and links, images' `alt` text, and the tree
@@ -62,7 +63,13 @@ pub(crate) fn extract(text: &str, limits: &Limits, deadline: &Deadline) -> Extra
     let line_offset = text[..front.body_start].matches('\n').count();
     let mut warnings: Vec<String> = front.warning.into_iter().collect();
 
-    let (scout, scouted) = tokenize(Scout::new(deadline), html, deadline);
+    // The first pass is needed only when a page could have a `<main>`, `role="main"` or an
+    // `<article>`: most pages are read once.
+    let (scout, scouted) = if mentions(html, b"main") || mentions(html, b"article") {
+        tokenize(Scout::new(deadline), html, deadline)
+    } else {
+        (Scout::new(deadline), true)
+    };
     let focus = if !scouted {
         Focus::Whole
     } else if scout.mains.get() > 0 {
@@ -99,6 +106,13 @@ pub(crate) fn extract(text: &str, limits: &Limits, deadline: &Deadline) -> Extra
     meta.tags.extend(page.keywords);
     meta.tags = clean_tags(meta.tags);
     page.builder.finish(meta, warnings)
+}
+
+/// Whether `html` holds `word` (ASCII, lower case) in any case.
+fn mentions(html: &str, word: &[u8]) -> bool {
+    html.as_bytes()
+        .windows(word.len())
+        .any(|window| window.eq_ignore_ascii_case(word))
 }
 
 /// Tags as front matter gives them: trimmed, lower-case, sorted, each once, none empty.
