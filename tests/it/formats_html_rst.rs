@@ -293,3 +293,131 @@ fn deeply_indented_rst_directives_stop_nesting_at_the_limit() {
         extracted.warnings
     );
 }
+
+/// Markup-shaped noise: a seeded stream of pieces of HTML or rST syntax, stray and unbalanced,
+/// through the fuzz targets' property checks (`check_html`, `check_rst`), so every run of the
+/// suite covers a few thousand hostile documents even where `cargo fuzz` cannot run.
+#[test]
+fn markup_shaped_noise_passes_the_fuzz_properties() {
+    use crate::fuzz_regressions::checks::{check_html, check_rst};
+
+    const HTML: &[&str] = &[
+        "<p>",
+        "</p>",
+        "<div>",
+        "</div>",
+        "<pre>",
+        "</pre>",
+        "\n",
+        " ",
+        "word",
+        "&amp;",
+        "&#x",
+        "<table>",
+        "</table>",
+        "<tr>",
+        "<td>",
+        "</td>",
+        "<th>",
+        "<h2>",
+        "</h2>",
+        "<h1 hidden>",
+        "<br>",
+        "<main>",
+        "</main>",
+        "<article>",
+        "</article>",
+        "<nav>",
+        "</nav>",
+        "<script>",
+        "</script>",
+        "<svg/>",
+        "<title>",
+        "</title>",
+        "<!--",
+        "-->",
+        "---\n",
+        "title: x\n",
+        "<header>",
+        "</header>",
+        "<section>",
+        "</section>",
+        "<plaintext>",
+        "<li>",
+        "\r\n",
+        "é",
+        "<meta name=keywords content='a,B'>",
+        "<",
+        ">",
+        "\"",
+        "'",
+        "=",
+        "\t",
+        "<xmp>",
+        "</xmp>",
+        "<div role=main>",
+        "<textarea>",
+        "<template>",
+        "</template>",
+        "<caption>",
+        "\u{0}",
+    ];
+    const RST: &[&str] = &[
+        "Title\n",
+        "=====\n",
+        "-----\n",
+        "===\n",
+        "\n",
+        " ",
+        "   ",
+        "\t",
+        ".. note::",
+        ".. code-block:: py",
+        ".. autoclass:: a.B",
+        ".. _t:",
+        ".. |s| replace:: x",
+        ".. ",
+        "..",
+        "::",
+        ":func:`x`",
+        "`t <u>`_",
+        "x_",
+        "[1]_",
+        "``lit``",
+        "`",
+        "``",
+        ":tags: a, b\n",
+        ":orphan:\n",
+        "+--+--+\n",
+        "| a| b|\n",
+        "=====  =====\n",
+        "* item\n",
+        "1. one\n",
+        ">>> x\n",
+        "word",
+        "é",
+        "\r\n",
+        ".. versionadded:: 1.0",
+        ".. figure:: f",
+        "   :alt: x\n",
+        "~~~\n",
+        "| line\n",
+        "term\n    def\n",
+        ".. [1] note\n",
+        ":",
+    ];
+    let mut rng = support::Rng::from_env("markup_shaped_noise");
+    for round in 0..3_000 {
+        let (pieces, check): (&[&str], fn(&[u8])) = if round % 2 == 0 {
+            (HTML, check_html)
+        } else {
+            (RST, check_rst)
+        };
+        let mut input = String::new();
+        for _ in 0..rng.below(300) {
+            input.push_str(pieces[rng.below(pieces.len() as u64) as usize]);
+        }
+        let result = std::panic::catch_unwind(|| check(input.as_bytes()));
+        assert!(result.is_ok(), "round {round} fails on {input:?}");
+    }
+}

@@ -6,7 +6,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::path::{Path, PathBuf};
 
 #[path = "../../fuzz/src/lib.rs"]
-mod checks;
+pub(crate) mod checks;
 
 /// The stored inputs of `target`, sorted by name.
 fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
