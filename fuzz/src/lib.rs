@@ -1097,3 +1097,92 @@ pub fn check_asciidoc(data: &[u8]) {
         assert!(!title.contains('\n'), "a title is one line");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// html, rst
+
+/// The HTML extractor on arbitrary text: see `check_extractor`.
+pub fn check_html(data: &[u8]) {
+    check_extractor(groundidx::extract::Format::Html, data);
+}
+
+/// The reStructuredText extractor on arbitrary text: see `check_extractor`.
+pub fn check_rst(data: &[u8]) {
+    check_extractor(groundidx::extract::Format::Rst, data);
+}
+
+/// The most text an extractor may write per byte of input (and a little over, for a tiny
+/// input): `<td>` becomes ` | `, `.. deprecated::` becomes "Deprecated since version", and units
+/// are joined by blank lines, so no reader comes near it unless it repeats or expands input.
+pub const MAX_TEXT_PER_INPUT_BYTE: usize = 4;
+
+/// An extractor of a text format on `data` (decoded lossily), with the default limits and with
+/// small ones (nesting 8, 4 KiB of text): it never fails or panics; it is deterministic; its
+/// locations have exactly one entry per line of its text, each a line of the input; every unit's
+/// range lies in the text on character boundaries, in order; the text is at most
+/// `MAX_TEXT_PER_INPUT_BYTE` times the input (and within the text limit); and the chunker takes
+/// what it gives. Run with `-rss_limit_mb=512`: the cost must stay bounded by the input's size.
+pub fn check_extractor(format: groundidx::extract::Format, data: &[u8]) {
+    use groundidx::extract::{Limits, Locations, Structure, Unit, extract_here};
+
+    let text = String::from_utf8_lossy(data);
+    let input_lines = text.lines().count().max(1) + text.matches('\r').count();
+    let small = Limits {
+        max_depth: 8,
+        max_text_bytes: 4096,
+        ..Limits::default()
+    };
+    for limits in [Limits::default(), small] {
+        let extracted = extract_here(format, text.as_bytes(), &limits)
+            .unwrap_or_else(|err| panic!("{format} extractor refused UTF-8 text: {err}"));
+        let again = extract_here(format, text.as_bytes(), &limits).expect("second run");
+        assert_eq!(extracted, again, "{format} extraction is not deterministic");
+        let out = &extracted.text;
+        assert!(
+            out.len() <= MAX_TEXT_PER_INPUT_BYTE * text.len() + 64,
+            "{format}: {} bytes of text from {} bytes",
+            out.len(),
+            text.len()
+        );
+        assert!(
+            out.len() <= limits.max_text_bytes,
+            "{format}: over the text limit"
+        );
+        let Locations::Mapped(locations) = &extracted.locations else {
+            panic!("{format}: the text's lines are not mapped")
+        };
+        assert_eq!(
+            locations.len(),
+            out.lines().count(),
+            "{format}: one location per line of {out:?}"
+        );
+        for at in locations {
+            assert!(at.first <= at.last, "{format}: location {at:?}");
+            assert!(
+                (at.last as usize) <= input_lines + 1,
+                "{format}: location {at:?} past the input's {input_lines} lines"
+            );
+        }
+        let Structure::Units(units) = &extracted.structure else {
+            panic!("{format}: no units")
+        };
+        let mut end = 0;
+        for unit in units {
+            let range = match unit {
+                Unit::Heading { range, text, .. } => {
+                    assert_eq!(&out[range.clone()], text, "{format}: heading text");
+                    range
+                }
+                Unit::Body { range } | Unit::Markup { range } => range,
+            };
+            assert!(range.start >= end && range.start <= range.end && range.end <= out.len());
+            assert!(out.is_char_boundary(range.start) && out.is_char_boundary(range.end));
+            end = range.end;
+        }
+        groundidx::chunk::chunk_extracted(
+            format,
+            &extracted,
+            &groundidx::chunk::ChunkConfig::default(),
+        );
+    }
+}

@@ -74,3 +74,13 @@ fn mdx() {
 fn notebook() {
     run("notebook", checks::notebook);
 }
+
+#[test]
+fn html() {
+    run("html", checks::check_html);
+}
+
+#[test]
+fn rst() {
+    run("rst", checks::check_rst);
+}

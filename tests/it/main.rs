@@ -109,6 +109,8 @@
 //!   folder: each hit at its lines (and pages), a re-run and a rename write nothing, an
 //!   extractor upgrade re-chunks only its format, `--formats`, files not read counted by
 //!   extension.
+//! - `formats_html_rst`: the HTML and reStructuredText corpora found by what they hold, at the
+//!   lines that hold it; hostile pages and files finish with output bounded by their size.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
 //! - `formats_pdf_adoc`: real PDFs found at their page's lines, hostile PDFs (bombs, loops,
@@ -144,6 +146,7 @@ mod faults;
 mod formats_pdf_adoc;
 mod foreign_store;
 mod formats;
+mod formats_html_rst;
 mod fuzz_regressions;
 mod heal;
 mod hostile_input;
