@@ -1044,10 +1044,17 @@ fn check_extraction(
         text.len(),
         data.len()
     );
-    assert!(text.len() <= limits.max_text_bytes, "text within max_text_bytes");
+    assert!(
+        text.len() <= limits.max_text_bytes,
+        "text within max_text_bytes"
+    );
     match &extracted.locations {
         Locations::Mapped(locations) => {
-            assert_eq!(locations.len(), text.lines().count(), "one location per line");
+            assert_eq!(
+                locations.len(),
+                text.lines().count(),
+                "one location per line"
+            );
         }
         Locations::SameLines => {}
     }
@@ -1055,13 +1062,20 @@ fn check_extraction(
         let mut last_end = 0;
         for unit in units {
             let range = match unit {
-                Unit::Heading { text: heading, range, .. } => {
+                Unit::Heading {
+                    text: heading,
+                    range,
+                    ..
+                } => {
                     assert_eq!(&text[range.clone()], heading, "a heading's range holds it");
                     range
                 }
                 Unit::Body { range } | Unit::Markup { range } => range,
             };
-            assert!(range.start <= range.end && range.end <= text.len(), "{range:?} in the text");
+            assert!(
+                range.start <= range.end && range.end <= text.len(),
+                "{range:?} in the text"
+            );
             assert!(text.is_char_boundary(range.start) && text.is_char_boundary(range.end));
             assert!(range.start >= last_end, "units in order, apart");
             last_end = range.end;
@@ -1092,7 +1106,8 @@ pub fn check_pdf(data: &[u8]) {
 /// when there is one, is a single folded line.
 pub fn check_asciidoc(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    let extracted = check_extraction(Format::AsciiDoc, text.as_bytes(), 4).expect("AsciiDoc is always read");
+    let extracted =
+        check_extraction(Format::AsciiDoc, text.as_bytes(), 4).expect("AsciiDoc is always read");
     if let Some(title) = &extracted.meta.title {
         assert!(!title.contains('\n'), "a title is one line");
     }
