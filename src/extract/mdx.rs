@@ -41,7 +41,7 @@ pub(crate) fn extract(text: &str, limits: &Limits, deadline: &Deadline) -> Extra
     let mut lines_read = 0usize;
     while at < text.len() {
         lines_read += 1;
-        if lines_read % 256 == 0 && deadline.passed() {
+        if lines_read.is_multiple_of(256) && deadline.passed() {
             warnings.push(format!(
                 "took over {} s; the rest is left out",
                 limits.time.as_secs()

@@ -292,7 +292,7 @@ fn pdfs_are_indexed_with_their_pages() {
     let report = env.ingest();
     assert_eq!(report["documents"]["added"], copied + 1, "{report}");
     assert_eq!(report["documents"]["skipped"], 0, "{report}");
-    let answer = env.search("abstract", 10);
+    let answer = env.search("Journal of Open Source Education", 10);
     let pdf_hit = answer["hits"]
         .as_array()
         .expect("hits")

@@ -74,14 +74,16 @@ fn the_floor_keeps_exactly_the_hits_at_or_above_it_with_the_real_model() {
         let expected: Vec<String> = ids(&all)
             .into_iter()
             .zip(&scores)
-            .filter(|(_, s)| **s >= floor as f32 as f64)
+            // Compared as the server compares them: in f32, each parsed from its shortest
+            // decimal form (an f32 widened to f64 is not the f64 of its decimal form).
+            .filter(|(_, s)| **s as f32 >= floor as f32)
             .map(|(id, _)| id)
             .collect();
         assert_eq!(ids(&kept), expected, "{mode}: floor {floor}\n{kept}");
         assert!(
             similarities(&kept)
                 .iter()
-                .all(|s| *s >= floor as f32 as f64),
+                .all(|s| *s as f32 >= floor as f32),
             "{kept}"
         );
         // Above the best similarity, nothing is relevant: no hit at all.
@@ -151,7 +153,7 @@ async fn search_docs_applies_the_floor_and_binds_it_to_its_pages() {
         !kept.structured["hits"].as_array().expect("hits").is_empty()
             && similarities(&kept.structured)
                 .iter()
-                .all(|s| *s >= floor as f32 as f64),
+                .all(|s| *s as f32 >= floor as f32),
         "{}",
         kept.raw
     );
