@@ -1776,3 +1776,57 @@ fn a_mirror_refuses_another_shared_ledger_unless_told_to_rebind() {
     let refused = replica.run(&["sync"]);
     assert_eq!(refused.status.code(), Some(2));
 }
+
+#[test]
+fn a_replica_serves_a_pdf_passage_at_its_pages() {
+    let Some(schema) = schema("pages") else {
+        return;
+    };
+    let Some(papers) = crate::support::corpus("pdf-jose-papers") else {
+        return;
+    };
+    let env = Env::empty();
+    let paper = papers.join("jose.00013/10.21105.jose.00013.pdf");
+    std::fs::copy(&paper, env.docs.join("paper.pdf")).expect("copy a paper");
+    env.write(
+        "notes.md",
+        "# Notes\n\nA tutorial series on reproducible research.\n",
+    );
+    let writer = Host::new(&env, "a", &schema);
+    let first = writer.ingest(&env.docs);
+    assert_eq!(first["documents"]["added"], 2, "{first}");
+    let replica = Host::new(&env, "replica", &schema);
+    replica.sync();
+    // Every PDF passage has its pages on the writer, in the shared ledger and on the replica.
+    let with_pages = count(
+        &schema.url,
+        &schema.name,
+        "doc_chunks WHERE page_start IS NOT NULL AND page_end >= page_start",
+    );
+    assert!(with_pages > 0, "no page in the shared ledger");
+    let pdf_chunks = |exported: &std::collections::BTreeMap<String, crate::support::Exported>| {
+        exported
+            .values()
+            .filter(|chunk| chunk.paths.iter().any(|p| p.ends_with(".pdf")))
+            .count()
+    };
+    assert_eq!(pdf_chunks(&replica.export()), pdf_chunks(&writer.export()));
+    for host in [&writer, &replica] {
+        let answer = host.json(&["search", "Riffomonas tutorial series", "--json", "-k", "20"]);
+        let hits = answer["hits"].as_array().expect("hits");
+        let pdf = hits
+            .iter()
+            .find(|hit| hit["paths"][0] == "paper.pdf")
+            .unwrap_or_else(|| panic!("no PDF hit: {answer}"));
+        assert!(
+            pdf["pages"][0].as_u64().is_some_and(|page| page >= 1),
+            "{pdf}"
+        );
+        let note = hits
+            .iter()
+            .find(|hit| hit["paths"][0] == "notes.md")
+            .unwrap_or_else(|| panic!("no Markdown hit: {answer}"));
+        assert!(note.get("pages").is_none(), "{note}");
+    }
+    assert_all_equal_clean(&env, &schema, &[&writer, &replica]);
+}
