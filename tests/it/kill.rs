@@ -3,9 +3,9 @@
 //!
 //! Three soaks share one loop. One ingests a real corpus (skipped with a message when it is
 //! absent, failing when `CI` is set); one does the same to a generated folder of every text
-//! format (Markdown, MDX, reStructuredText, AsciiDoc, HTML, notebooks); the other makes small
-//! incremental ingests of a generated folder (a line appended to a hundred files, a few small batches per run, so the kills land
-//! inside Tantivy's commits and merges too) and sometimes kills a `rebuild`. Every check runs a
+//! format (Markdown, MDX, reStructuredText, AsciiDoc, HTML, notebooks) and two PDFs; the other
+//! makes small incremental ingests of a generated folder (a line appended to a hundred files, a
+//! few small batches per run, so the kills land inside Tantivy's commits and merges too) and sometimes kills a `rebuild`. Every check runs a
 //! plain ingest (which must succeed: a killed writer must never wedge the store), `verify`, and
 //! compares with a clean ingest; the index must hold no file that its commit does not use.
 //! Each soak asserts that a good share of its rounds were killed while the process ran.
@@ -331,9 +331,23 @@ fn sigkill_during_a_mixed_format_ingest_heals() {
         env.write(&rel, &document_of(format, i, &[]));
         notes.push((rel, Vec::new()));
     }
+    // Two PDFs, so that kills land while the PDF worker reads too.
+    let Some(papers) = corpus("pdf-jose-papers") else {
+        return;
+    };
+    for (i, paper) in [
+        "jose.00013/10.21105.jose.00013.pdf",
+        "jose.00015/10.21105.jose.00015.pdf",
+    ]
+    .iter()
+    .enumerate()
+    {
+        std::fs::copy(papers.join(paper), env.docs.join(format!("paper-{i}.pdf")))
+            .expect("copy a paper");
+    }
     let docs = env.docs.to_str().expect("utf-8").to_string();
     let first = env.json(&["ingest", &docs, "--json"]);
-    assert_eq!(first["documents"]["added"], 240, "{first}");
+    assert_eq!(first["documents"]["added"], 242, "{first}");
     let soak = Soak {
         name: "mixed format soak",
         env: &env,
