@@ -49,7 +49,7 @@ pub enum Error {
 
     /// The run would remove more than half of the documents under a root.
     #[error(
-        "refusing to remove {removing} of {existing} documents under {root}: the folder may be empty or unmounted\nhint: pass --allow-mass-delete if this is meant"
+        "refusing to remove {removing} of {existing} documents under {root}: the folder may be empty or unmounted, or --exclude or --formats (or groundidx.toml) may now leave its files out\nhint: pass --allow-mass-delete if this is meant"
     )]
     MassDelete {
         root: PathBuf,

@@ -182,8 +182,8 @@ impl PassedOver {
         *counts.entry(extension).or_default() += 1;
     }
 
-    /// One line for a report: `12 .docx, 3 .png: not a supported format; 4 .pdf: not in
-    /// --formats`. Empty when nothing was passed over.
+    /// One line for a report: `12 .docx, 3 .png: not a supported format; 4 .pdf: not among the
+    /// formats read (--formats)`. Empty when nothing was passed over.
     pub fn describe(&self) -> String {
         let list = |counts: &std::collections::BTreeMap<String, u64>| {
             let mut counts: Vec<(&String, &u64)> = counts.iter().collect();
@@ -202,7 +202,10 @@ impl PassedOver {
             ));
         }
         if !self.not_selected.is_empty() {
-            parts.push(format!("{}: not in --formats", list(&self.not_selected)));
+            parts.push(format!(
+                "{}: not among the formats read (--formats)",
+                list(&self.not_selected)
+            ));
         }
         parts.join("; ")
     }
@@ -635,7 +638,7 @@ mod tests {
         assert_eq!(paths, ["a.md", "g.rst"]);
         assert_eq!(
             found.passed_over.describe(),
-            "2 .docx, 1 (no extension), 1 .png: not a supported format; 2 .pdf: not in --formats"
+            "2 .docx, 1 (no extension), 1 .png: not a supported format; 2 .pdf: not among the formats read (--formats)"
         );
     }
 

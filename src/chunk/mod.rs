@@ -124,8 +124,8 @@ pub fn chunk_extracted(
     extracted: &Extracted,
     config: &ChunkConfig,
 ) -> ChunkedDocument {
+    // The extractors' text has no byte order mark (`extract`); unit ranges index it as it is.
     let text = extracted.text.as_str();
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines = LineIndex::new(text);
     let target_size = config.target_size.max(1);
     let meta = &extracted.meta;
@@ -143,6 +143,7 @@ pub fn chunk_extracted(
                     title.as_deref(),
                     front.body_start,
                     &lines,
+                    &mut warnings,
                 ));
             }
             warn_long_headings(title.as_deref(), &units, &mut warnings);
@@ -173,10 +174,10 @@ pub fn chunk_extracted(
         Structure::Units(units) => {
             let title = meta.title.as_deref();
             let mut chunks = pack(text, units, title, target_size, &lines);
-            if chunks.is_empty() {
-                chunks.extend(headings_chunk(text, units, title, 0, &lines));
-            }
             let mut warnings = Vec::new();
+            if chunks.is_empty() {
+                chunks.extend(headings_chunk(text, units, title, 0, &lines, &mut warnings));
+            }
             warn_long_headings(title, units, &mut warnings);
             ChunkedDocument {
                 title: meta.title.clone().or_else(|| first_heading(units)),
@@ -263,6 +264,7 @@ fn headings_chunk(
     title: Option<&str>,
     body_start: usize,
     lines: &LineIndex,
+    warnings: &mut Vec<String>,
 ) -> Option<Chunk> {
     let title = title.map(heading_of).filter(|title| !title.is_empty());
     let headings: Vec<(String, &Range<usize>)> = units
@@ -278,11 +280,19 @@ fn headings_chunk(
     let limit = headings
         .first()
         .map_or(0, |(_, first)| first.start + MAX_HEADINGS_CHUNK_BYTES);
-    let fitting = headings
+    let fitting_count = headings
         .iter()
         .take_while(|(_, range)| range.end <= limit)
-        .last()
-        .or(headings.first());
+        .count()
+        .max(1);
+    let fitting = headings.get(fitting_count - 1);
+    if fitting_count < headings.len() {
+        warnings.push(format!(
+            "it has headings and no text; its first {fitting_count} of {} headings \
+             ({MAX_HEADINGS_CHUNK_BYTES} bytes) make its one passage, the rest are left out",
+            headings.len()
+        ));
+    }
     match (headings.first(), fitting) {
         (Some((first, first_range)), Some((_, last_range))) => {
             let heading_path: Vec<String> =

@@ -42,8 +42,8 @@ pub use style::ColorChoice;
 
 /// A content-addressed, idempotent indexer for documents that AI agents search.
 ///
-/// groundidx walks folders of Markdown and text, splits each document into chunks with stable
-/// IDs, and keeps them in a SQLite ledger and a Tantivy index that stay consistent through
+/// groundidx walks folders of documents (Markdown, text, MDX, reStructuredText, AsciiDoc, HTML,
+/// PDF, notebooks), splits each document into chunks with stable IDs, and keeps them in a SQLite ledger and a Tantivy index that stay consistent through
 /// crashes. Running it again on the same documents writes no chunk.
 ///
 /// Settings come from flags, then GROUNDIDX_* variables, then groundidx.toml, then the defaults

@@ -927,7 +927,9 @@ impl PageState {
         if let Some((level, mut text)) = self.heading.take()
             && let Some((heading, at)) = text.folded()
         {
-            self.builder.heading(level, &heading, at);
+            // Sphinx, MkDocs and many generators end a heading with a permalink mark.
+            let heading = heading.trim_end_matches(['¶', '#', '§', '🔗']).trim_end();
+            self.builder.heading(level, heading, at);
         }
     }
 

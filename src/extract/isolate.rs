@@ -48,6 +48,9 @@ pub fn extract_in_child(
         .arg(WORKER_COMMAND)
         .arg(format.name())
         .args(worker_arguments(limits))
+        // Its stderr ends up in a warning: a message, never a backtrace with build paths.
+        .env("RUST_BACKTRACE", "0")
+        .env("RUST_LIB_BACKTRACE", "0")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

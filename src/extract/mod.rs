@@ -408,7 +408,10 @@ pub fn extract_here(
     }
 }
 
+/// The text of a file of a text format, without its byte order mark: every extractor (and so
+/// every unit range and location) sees the same text.
 fn utf8(bytes: &[u8]) -> Result<&str, Unreadable> {
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     std::str::from_utf8(bytes)
         .map_err(|err| format!("not valid UTF-8 (at byte {}); skipped", err.valid_up_to()))
 }

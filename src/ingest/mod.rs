@@ -374,7 +374,8 @@ fn prepare_batch(
 }
 
 /// Extracts and chunks a file's content; a file that cannot be read as its format is a
-/// warning naming it.
+/// warning naming it, and so is one that makes the chunker panic (a defect, but one file's
+/// defect: the run goes on).
 fn chunk_file(
     file: &WalkedFile,
     content: &[u8],
@@ -382,11 +383,15 @@ fn chunk_file(
 ) -> std::result::Result<chunk::ChunkedDocument, Warning> {
     let extracted = extract::extract(file.format, content, &config.extraction)
         .map_err(|why| Warning::skipped(&file.rel_path, why))?;
-    Ok(chunk::chunk_extracted(
-        file.format,
-        &extracted,
-        &config.chunk,
-    ))
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        chunk::chunk_extracted(file.format, &extracted, &config.chunk)
+    }))
+    .map_err(|_| {
+        Warning::skipped(
+            &file.rel_path,
+            "the chunker failed on it (a defect in groundidx: please report it); skipped",
+        )
+    })
 }
 
 /// Compares a prepared batch with the ledger and stages it (`Store::stage`); commits the index

@@ -314,3 +314,26 @@ fn pdfs_are_indexed_with_their_pages() {
     assert_eq!(again["chunks"]["added"], 0, "{again}");
     assert_eq!(again["documents"]["unchanged"], copied + 1, "{again}");
 }
+
+#[test]
+fn a_byte_order_mark_is_read_in_every_text_format() {
+    let env = Env::empty();
+    for (path, text, _) in DOCUMENTS {
+        env.write(path, &format!("\u{feff}{text}"));
+    }
+    env.write("bom-only.rst", "\u{feff}");
+    env.write("titled.adoc", "\u{feff}= Title\n\nBody of emuword.\n");
+    env.write("crlf.rst", "\u{feff}Notes\r\n=====\r\n\r\nA caracalword file.\r\n");
+    let report = env.ingest();
+    assert_eq!(report["documents"]["skipped"], 0, "{report}");
+    for (path, _, word) in DOCUMENTS {
+        let hit = only_hit(&env, word, path);
+        assert!(hit["text"].as_str().is_some_and(|t| t.contains(word)), "{hit}");
+    }
+    only_hit(&env, "emuword", "titled.adoc");
+    let rst = only_hit(&env, "caracalword", "crlf.rst");
+    assert_eq!(rst["heading"], "Notes", "{rst}");
+    assert_eq!(rst["lines"], serde_json::json!([4, 4]), "{rst}");
+    let again = env.ingest();
+    assert_eq!(again["chunks"]["added"], 0, "{again}");
+}
