@@ -323,12 +323,18 @@ fn a_byte_order_mark_is_read_in_every_text_format() {
     }
     env.write("bom-only.rst", "\u{feff}");
     env.write("titled.adoc", "\u{feff}= Title\n\nBody of emuword.\n");
-    env.write("crlf.rst", "\u{feff}Notes\r\n=====\r\n\r\nA caracalword file.\r\n");
+    env.write(
+        "crlf.rst",
+        "\u{feff}Notes\r\n=====\r\n\r\nA caracalword file.\r\n",
+    );
     let report = env.ingest();
     assert_eq!(report["documents"]["skipped"], 0, "{report}");
     for (path, _, word) in DOCUMENTS {
         let hit = only_hit(&env, word, path);
-        assert!(hit["text"].as_str().is_some_and(|t| t.contains(word)), "{hit}");
+        assert!(
+            hit["text"].as_str().is_some_and(|t| t.contains(word)),
+            "{hit}"
+        );
     }
     only_hit(&env, "emuword", "titled.adoc");
     let rst = only_hit(&env, "caracalword", "crlf.rst");
