@@ -834,6 +834,14 @@ impl<'t> Reader<'t> {
     /// one's substitutions and deadline, nested no deeper than this reader may still go), its
     /// white space folded onto one line.
     fn read_cell(&mut self, first: &str, rest: &[&str]) -> String {
+        let (_, content) = measure(first);
+        let one_line = rest.iter().all(|line| line.trim().is_empty());
+        let plain_text = !content.starts_with(['.', '>', '+', '=']) && !content.ends_with("::");
+        if one_line && plain_text {
+            // What a reader would make of a one-line paragraph, without starting one: most
+            // cells are a word or two, and a table may have a million.
+            return fold_space(&inline(content, &mut self.substitutions));
+        }
         let mut lines: Vec<&str> = Vec::with_capacity(rest.len() + 1);
         lines.push(first);
         lines.extend_from_slice(rest);
@@ -1226,10 +1234,16 @@ impl Substitutions {
             budget,
             over_budget,
         } = self;
-        let name = fold_space(name);
-        let text = match exact.get(&name) {
+        // As written first: most names are one word, and this asks for no allocation.
+        let text = match exact.get(name) {
             Some(text) => text,
-            None => any_case.get(&name.to_lowercase())?,
+            None => {
+                let name = fold_space(name);
+                match exact.get(&name) {
+                    Some(text) => text,
+                    None => any_case.get(&name.to_lowercase())?,
+                }
+            }
         };
         let adds = text.len().saturating_sub(written);
         if adds > *budget {
