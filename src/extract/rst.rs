@@ -1,13 +1,16 @@
 //! reStructuredText: section titles, paragraphs, lists, literal and code blocks and the
-//! directives Sphinx documents use, read line by line in one pass.
+//! directives Sphinx documents use, read line by line in one pass (after a cheap first pass
+//! for substitution definitions).
 //!
 //! No parser crate is used: none that is kept up reads Sphinx documents (the `rst_parser`
 //! crate of the rust-rst project knows no Sphinx directive and is not maintained). This reader
 //! looks at each line once, with a stack of the explicit-markup blocks (directives, comments)
 //! it is inside, each ended by the first line indented no deeper than its `..`; the stack
 //! stops growing at `Limits::max_depth`, and a block deeper than that is read as plain text,
-//! with a warning. Tables are kept as the lines they are, never laid out, so a table costs its
-//! size. The deadline is checked every few hundred lines.
+//! with a warning. Grid and simple tables are kept as the lines they are, never laid out, so a
+//! table costs its size; a list table's cells are each read once by a reader of their own
+//! (a list table nested in a cell costs its lines once more per level, and the levels are
+//! capped). The deadline is checked every few hundred lines, and before each cell.
 //!
 //! Kept:
 //! - Section titles, underlined (and optionally overlined) with one repeated punctuation
@@ -30,9 +33,12 @@
 //!   `data`, `exception`, `decorator`, `classmethod`, `staticmethod`, `property`, `module`, in
 //!   any domain such as `py:`): the argument (the qualified name or signature) as a paragraph of
 //!   its own, since people search for those names, and the body as text.
-//! - Any other directive (`.. change::`, `.. glossary::`, `.. list-table::`, `.. figure::`'s
-//!   caption, …): its argument as a paragraph and its body as text. Footnotes and citations:
-//!   their text.
+//! - `list-table`s: each row one line of the text, its cells joined by " | ", each cell read as
+//!   rST of its own (roles resolved, code kept, white space folded); the title a paragraph, the
+//!   options dropped. A list table in a cell is read the same way, up to `MAX_TABLE_NESTING`
+//!   deep; one deeper is read as text, with a warning.
+//! - Any other directive (`.. change::`, `.. glossary::`, `.. figure::`'s caption, …): its
+//!   argument as a paragraph and its body as text. Footnotes and citations: their text.
 //! - A field list at the top of the document (before any paragraph; after the document title
 //!   too, as docinfo): the fields go to the metadata, `tags` and `keywords` (comma-separated) to
 //!   the tags; `:orphan:` is a field with no value.
@@ -40,49 +46,54 @@
 //!   `:doc:`path`` → `path`); `:class:`~a.b.C`` gives the full name `a.b.C`, not the `C`
 //!   docutils shows, because the full name is what people search for; `` `text <url>`_ `` →
 //!   `text`; `` `text`_ `` and `text_` → `text`; footnote references `[1]_` are dropped.
-//!   Literals (``` ``code`` ```), emphasis and substitutions stay as written.
+//!   Literals (``` ``code`` ```) and emphasis stay as written.
+//! - Substitutions: `|name|` (and `|name|_`) becomes the text of the file's
+//!   `.. |name| replace:: text`, defined before or after its use (found by a first pass over
+//!   the lines that start with `.. |`), its roles resolved. A replacement's own `|x|` stays as
+//!   written (no recursion), and all replacements together may add at most the file's own size
+//!   to the text: past that, references stay as written, with a warning.
 //!
 //! Dropped: every directive's options; `toctree`, `image`, `include` (never followed), `raw`,
 //! `only`, `index`, `highlight`, `currentmodule`, `literalinclude` (its file is not read),
 //! `contents`, `sectnum`, `tabularcolumns`, `meta`, `default-role`, `role`, `title`;
-//! substitution definitions (`.. |name| …`); targets (`.. _label:`); comments; transitions.
+//! substitution definitions (`.. |name| …`); targets (`.. _label:`); comments; transitions. An
+//! empty comment (`..` alone, then a blank line) holds nothing, as in docutils: it ends the
+//! construct before it (a literal block, a list item's text) and what follows it, even
+//! indented, is read as usual (an indented paragraph is a block quote, read as a paragraph).
 //!
 //! Not understood: sections inside directives (only top-level titles are headings), quoted
-//! (unindented) literal blocks, `include`d and `literalinclude`d files, substitutions (left as
-//! `|name|`), custom roles' meaning (their text is kept), tables' cells (a table is its lines),
-//! and docutils' finer indentation rules (a block quote's attribution, a paragraph directly
-//! followed by explicit markup without a blank line is one paragraph here).
+//! (unindented) literal blocks, `include`d and `literalinclude`d files, substitutions defined
+//! in another file or in an indented block, or by a directive other than `replace` (left as
+//! `|name|`), custom roles' meaning (their text is kept), grid and simple tables' cells (such a
+//! table is its lines), `csv-table`s (their lines are a paragraph), and docutils' finer
+//! indentation rules (a block quote's attribution, a paragraph directly followed by explicit
+//! markup without a blank line is one paragraph here).
+
+use std::collections::HashMap;
+use std::ops::Range;
 
 use super::{Deadline, Extracted, Limits, Location, Meta, TextBuilder, fold_space};
 
-pub(crate) const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 3;
 
 /// How many lines pass between two looks at the deadline.
 const LINES_PER_DEADLINE_CHECK: usize = 256;
 /// The longest role name looked for before a backtick (`:py:meth:`).
 const MAX_ROLE_CHARS: usize = 64;
+/// The deepest a list table is read inside another's cell: each level reads its cells' lines
+/// once more, by a reader of its own (a deeper one is read as text).
+pub(crate) const MAX_TABLE_NESTING: usize = 8;
 
 pub(crate) fn extract(text: &str, limits: &Limits, deadline: &Deadline) -> Extracted {
     let lines: Vec<&str> = text
         .split('\n')
         .map(|line| line.strip_suffix('\r').unwrap_or(line))
         .collect();
-    let mut reader = Reader::new(limits, &lines);
-    let mut finished = true;
-    let mut index = 0;
-    while index < lines.len() {
-        if index % LINES_PER_DEADLINE_CHECK == 0 && deadline.passed() {
-            finished = false;
-            break;
-        }
-        if reader.builder.is_full() {
-            break;
-        }
-        index = reader.line(index);
-    }
-    reader.end();
+    let substitutions = Substitutions::find(&lines, text.len(), deadline);
+    let mut reader = Reader::new(limits, &lines, substitutions, deadline);
+    reader.read_all();
     let mut warnings = Vec::new();
-    if !finished {
+    if reader.out_of_time {
         warnings.push(format!(
             "took over {} s; the rest is left out",
             limits.time.as_secs()
@@ -94,6 +105,25 @@ pub(crate) fn extract(text: &str, limits: &Limits, deadline: &Deadline) -> Extra
              plain text",
             limits.max_depth
         ));
+    }
+    if reader.tables_too_deep {
+        warnings.push(format!(
+            "its list tables nest deeper than {MAX_TABLE_NESTING} in one another's cells; \
+             deeper ones are read as plain text"
+        ));
+    }
+    if reader.cell_full && !reader.builder.is_full() {
+        warnings.push(format!(
+            "its text is over {} bytes (in a table cell); the rest is left out",
+            limits.max_text_bytes
+        ));
+    }
+    if reader.substitutions.over_budget {
+        warnings.push(
+            "its substitutions would add more text than the file's own size; the references \
+             past that are left as written"
+                .to_string(),
+        );
     }
     reader.meta.tags.sort();
     reader.meta.tags.dedup();
@@ -151,6 +181,25 @@ fn starts_item(content: &str) -> bool {
     numbered && (rest.starts_with(". ") || rest.starts_with(") ") || rest == "." || rest == ")")
 }
 
+/// Where the text of a bullet or enumerated list item begins in `content`: the byte offset
+/// after its marker and the white space after that (the marker's end when nothing follows).
+fn item_text_offset(content: &str) -> Option<usize> {
+    if !starts_item(content) || content.starts_with([':', '|', '>']) {
+        return None;
+    }
+    let marker_end = content.find(char::is_whitespace).unwrap_or(content.len());
+    Some(content.len() - content[marker_end..].trim_start().len())
+}
+
+/// Where the text of a bullet item (`* `, `- `, `+ `, `• `) begins in `content`, as
+/// `item_text_offset`.
+fn bullet_text_offset(content: &str) -> Option<usize> {
+    if !content.starts_with(['*', '-', '+', '•']) {
+        return None;
+    }
+    item_text_offset(content)
+}
+
 /// A field (`:name: value`): its name and value.
 fn is_field(content: &str) -> Option<(&str, &str)> {
     let rest = content.strip_prefix(':')?;
@@ -175,10 +224,16 @@ enum Kind {
     Text { prefix: Option<String> },
     /// A table's lines, kept as they are; `simple` for a `=== ===` table.
     Table { simple: bool, borders: usize },
+    /// A `list-table`'s body, gathered, then read row by row.
+    ListTable,
 }
 
-/// How a directive name is read.
-fn directive_kind(name: &str, argument: &str) -> (Kind, Option<String>) {
+/// How a directive name is read: its kind, and the paragraph its argument makes.
+fn directive_kind(
+    name: &str,
+    argument: &str,
+    substitutions: &mut Substitutions,
+) -> (Kind, Option<String>) {
     let base = name.rsplit(':').next().unwrap_or(name).to_ascii_lowercase();
     let word = |word: &str| Some(word.to_string());
     let prefix = match base.as_str() {
@@ -188,6 +243,10 @@ fn directive_kind(name: &str, argument: &str) -> (Kind, Option<String>) {
         | "currentmodule" | "contents" | "sectnum" | "tabularcolumns" | "meta" | "default-role"
         | "role" | "title" | "autosummary-skip" => return (Kind::Drop, None),
         "figure" => return (Kind::Text { prefix: None }, None),
+        "list-table" => {
+            let title = fold_space(&inline(argument, substitutions));
+            return (Kind::ListTable, (!title.is_empty()).then_some(title));
+        }
         "autoclass" | "autofunction" | "automodule" | "automethod" | "autoattribute"
         | "autodata" | "autoexception" | "function" | "class" | "method" | "attribute" | "data"
         | "exception" | "decorator" | "classmethod" | "staticmethod" | "property" | "module" => {
@@ -211,11 +270,11 @@ fn directive_kind(name: &str, argument: &str) -> (Kind, Option<String>) {
         "versionchanged" => Some(format!("Changed in version {}", first_word(argument))),
         "deprecated" => Some(format!("Deprecated since version {}", first_word(argument))),
         "admonition" | "topic" | "sidebar" | "rubric" => {
-            let title = inline(argument);
+            let title = inline(argument, substitutions);
             (!title.is_empty()).then_some(title)
         }
         _ => {
-            let argument = fold_space(&inline(argument));
+            let argument = fold_space(&inline(argument, substitutions));
             return (
                 Kind::Text { prefix: None },
                 (!argument.is_empty()).then_some(argument),
@@ -290,7 +349,11 @@ struct Reader<'t> {
     lines: &'t [&'t str],
     builder: TextBuilder,
     meta: Meta,
+    /// The limits this reader keeps to (a cell's reader: what its table's nesting leaves).
+    limits: Limits,
     max_depth: usize,
+    deadline: &'t Deadline,
+    substitutions: Substitutions,
     stack: Vec<Block>,
     paragraph: Vec<SourceLine<'t>>,
     /// After a paragraph ending in `::`: the indentation its literal block must pass.
@@ -301,15 +364,40 @@ struct Reader<'t> {
     /// Whether any body text was written (a field list after that is text, not metadata).
     body_started: bool,
     too_deep: bool,
+    /// How many list tables' cells this reader is inside.
+    table_depth: usize,
+    tables_too_deep: bool,
+    /// Whether a table cell's text reached `Limits::max_text_bytes` (reading stops there).
+    cell_full: bool,
+    out_of_time: bool,
+}
+
+/// A list table's row being read: the lines it spans, its cells' column (that of its first
+/// cell's bullet), the text of its cells so far, and the open cell's first line (its bullet
+/// blanked out) and the lines below it.
+struct TableRow<'t> {
+    first: usize,
+    last: usize,
+    column: Option<usize>,
+    cells: Vec<String>,
+    cell: Option<(String, Vec<&'t str>)>,
 }
 
 impl<'t> Reader<'t> {
-    fn new(limits: &Limits, lines: &'t [&'t str]) -> Reader<'t> {
+    fn new(
+        limits: &Limits,
+        lines: &'t [&'t str],
+        substitutions: Substitutions,
+        deadline: &'t Deadline,
+    ) -> Reader<'t> {
         Reader {
             lines,
             builder: TextBuilder::new(limits),
             meta: Meta::default(),
+            limits: limits.clone(),
             max_depth: limits.max_depth,
+            deadline,
+            substitutions,
             stack: Vec::new(),
             paragraph: Vec::new(),
             literal_after: None,
@@ -317,7 +405,28 @@ impl<'t> Reader<'t> {
             headings: 0,
             body_started: false,
             too_deep: false,
+            table_depth: 0,
+            tables_too_deep: false,
+            cell_full: false,
+            out_of_time: false,
         }
+    }
+
+    /// Reads every line, until the text is full or the deadline passes, and writes what the
+    /// open blocks hold.
+    fn read_all(&mut self) {
+        let mut index = 0;
+        while index < self.lines.len() {
+            if index % LINES_PER_DEADLINE_CHECK == 0 && self.deadline.passed() {
+                self.out_of_time = true;
+                break;
+            }
+            if self.builder.is_full() || self.cell_full {
+                break;
+            }
+            index = self.line(index);
+        }
+        self.end();
     }
 
     /// Reads the line at `index` (and the lines a title spans); returns the next line's index.
@@ -348,7 +457,7 @@ impl<'t> Reader<'t> {
             }
             match &mut block.kind {
                 Kind::Drop => return index + 1,
-                Kind::Code => {
+                Kind::Code | Kind::ListTable => {
                     block.lines.push((index, number));
                     return index + 1;
                 }
@@ -490,14 +599,24 @@ impl<'t> Reader<'t> {
         self.literal_after = None;
         self.headings += 1;
         let level = u8::try_from(level).unwrap_or(u8::MAX);
-        self.builder
-            .heading(level, &inline(title), super::line(number));
+        let title = inline(title, &mut self.substitutions);
+        self.builder.heading(level, &title, super::line(number));
     }
 
     /// `..` at the start of a block: a directive, a target, a substitution, a footnote or a
     /// comment.
     fn explicit_markup(&mut self, line: SourceLine<'t>) {
         let rest = line.content.strip_prefix("..").unwrap_or("").trim_start();
+        let next_is_blank = self
+            .lines
+            .get(line.number)
+            .is_none_or(|next| next.trim().is_empty());
+        if rest.is_empty() && next_is_blank {
+            // An empty comment: it has ended the block or literal block before it (its line
+            // is indented no deeper), and holds nothing, so an indented paragraph after it is
+            // a block quote, read like any other (docutils: "a tiny but practical wart").
+            return;
+        }
         if rest.starts_with('|') || rest.starts_with('_') {
             self.push(Kind::Drop, Some(line.indent), false, line.number);
             return;
@@ -523,7 +642,11 @@ impl<'t> Reader<'t> {
             self.push(Kind::Drop, Some(line.indent), false, line.number);
             return;
         };
-        let (kind, paragraph) = directive_kind(name, argument);
+        let (mut kind, paragraph) = directive_kind(name, argument, &mut self.substitutions);
+        if kind == Kind::ListTable && self.table_depth >= MAX_TABLE_NESTING {
+            self.tables_too_deep = true;
+            kind = Kind::Text { prefix: None };
+        }
         let lead = if argument_is_text(name) {
             argument.trim()
         } else {
@@ -605,6 +728,10 @@ impl<'t> Reader<'t> {
                 }));
                 self.body_started = true;
             }
+            Kind::ListTable => {
+                self.list_table(&block.lines);
+                self.body_started = true;
+            }
             Kind::Text {
                 prefix: Some(prefix),
             } => {
@@ -613,6 +740,129 @@ impl<'t> Reader<'t> {
             }
             Kind::Text { prefix: None } | Kind::Drop => {}
         }
+    }
+
+    /// A list table's body (`* - a` then `  - b` …): each row one line, its cells' text
+    /// joined by " | ", at the lines the row spans; the table one unit. A row is a line at the
+    /// body's margin (its bullet dropped) and the lines below it; a cell begins at the row's
+    /// first cell bullet, or at a line indented no deeper than that bullet. Each line is looked
+    /// at once here, and once more by its cell's reader.
+    fn list_table(&mut self, body: &[(usize, usize)]) {
+        let lines = self.lines;
+        let mut rows: Vec<(String, Location)> = Vec::new();
+        let mut row: Option<TableRow<'t>> = None;
+        let mut margin = None;
+        for (seen, &(index, number)) in body.iter().enumerate() {
+            if seen % LINES_PER_DEADLINE_CHECK == 0 && self.deadline.passed() {
+                self.out_of_time = true;
+                break;
+            }
+            let raw = lines[index];
+            let (indent, content) = measure(raw);
+            if content.is_empty() {
+                if let Some(cell) = row.as_mut().and_then(|row| row.cell.as_mut()) {
+                    cell.1.push("");
+                }
+                continue;
+            }
+            let margin = *margin.get_or_insert(indent);
+            let Some(current) = row.as_mut().filter(|_| indent > margin) else {
+                if let Some(done) = row.take() {
+                    self.finish_row(done, &mut rows);
+                }
+                let mut next = TableRow {
+                    first: number,
+                    last: number,
+                    column: None,
+                    cells: Vec::new(),
+                    cell: None,
+                };
+                let offset = bullet_text_offset(content).unwrap_or(0);
+                if offset < content.len() {
+                    let column = indent + content[..offset].chars().count();
+                    self.start_cell(&mut next, column, &content[offset..]);
+                }
+                row = Some(next);
+                continue;
+            };
+            current.last = number;
+            match current.column {
+                Some(column) if indent > column => {
+                    if let Some(cell) = current.cell.as_mut() {
+                        cell.1.push(raw);
+                    }
+                }
+                _ => self.start_cell(current, indent, content),
+            }
+        }
+        if let Some(done) = row.take() {
+            self.finish_row(done, &mut rows);
+        }
+        self.builder
+            .block_lines(rows.iter().map(|(text, at)| (text.as_str(), *at)));
+    }
+
+    /// Ends the row's open cell and begins one whose text (its bullet, if any, dropped) is
+    /// `content`, at `column`.
+    fn start_cell(&mut self, row: &mut TableRow<'t>, column: usize, content: &'t str) {
+        self.end_cell(row);
+        row.column.get_or_insert(column);
+        let offset = bullet_text_offset(content).unwrap_or(0);
+        // The cell's first line keeps its text's column, so the lines below it keep their
+        // indentation relative to it (a literal block after `- text::`).
+        let column = column + content[..offset].chars().count();
+        let first = format!("{}{}", " ".repeat(column), &content[offset..]);
+        row.cell = Some((first, Vec::new()));
+    }
+
+    fn end_cell(&mut self, row: &mut TableRow<'t>) {
+        if let Some((first, rest)) = row.cell.take() {
+            let text = self.read_cell(&first, &rest);
+            row.cells.push(text);
+        }
+    }
+
+    fn finish_row(&mut self, mut row: TableRow<'t>, rows: &mut Vec<(String, Location)>) {
+        self.end_cell(&mut row);
+        let text = fold_space(&row.cells.join(" | "));
+        if !text.is_empty() {
+            rows.push((text, super::lines(row.first, row.last)));
+        }
+    }
+
+    /// A table cell's text: its lines read as rST by a reader of their own (sharing this
+    /// one's substitutions and deadline, nested no deeper than this reader may still go), its
+    /// white space folded onto one line.
+    fn read_cell(&mut self, first: &str, rest: &[&str]) -> String {
+        let (_, content) = measure(first);
+        let one_line = rest.iter().all(|line| line.trim().is_empty());
+        let plain_text = !content.starts_with(['.', '>', '+', '=']) && !content.ends_with("::");
+        if one_line && plain_text {
+            // What a reader would make of a one-line paragraph, without starting one: most
+            // cells are a word or two, and a table may have a million.
+            return fold_space(&inline(content, &mut self.substitutions));
+        }
+        let mut lines: Vec<&str> = Vec::with_capacity(rest.len() + 1);
+        lines.push(first);
+        lines.extend_from_slice(rest);
+        let limits = Limits {
+            max_depth: self.max_depth.saturating_sub(self.stack.len() + 1),
+            ..self.limits.clone()
+        };
+        let substitutions = std::mem::take(&mut self.substitutions);
+        let mut cell = Reader::new(&limits, &lines, substitutions, self.deadline);
+        cell.table_depth = self.table_depth + 1;
+        cell.body_started = true;
+        cell.read_all();
+        self.substitutions = std::mem::take(&mut cell.substitutions);
+        self.too_deep |= cell.too_deep;
+        self.tables_too_deep |= cell.tables_too_deep;
+        self.out_of_time |= cell.out_of_time;
+        self.cell_full |= cell.cell_full || cell.builder.is_full();
+        let text = std::mem::take(&mut cell.builder)
+            .finish(Meta::default(), Vec::new())
+            .text;
+        fold_space(&text)
     }
 
     /// Writes the gathered paragraph: one unit, a line per list item, field or term.
@@ -635,7 +885,12 @@ impl<'t> Reader<'t> {
         if let Some(last) = lines.last_mut()
             && let Some(before) = last.content.strip_suffix("::")
         {
-            self.literal_after = Some(last.indent);
+            // The literal block is indented past the text of the paragraph: in a list item
+            // that begins on this line, past the item's marker (`* text::` → column 2), so a
+            // line back at the item's text (an empty comment, the next paragraph) ends it.
+            let marker = item_text_offset(last.content)
+                .map_or(0, |offset| last.content[..offset].chars().count());
+            self.literal_after = Some(last.indent + marker);
             literal_text = Some(if before.is_empty() || before.ends_with(' ') {
                 before.trim_end().to_string()
             } else {
@@ -646,7 +901,7 @@ impl<'t> Reader<'t> {
             for line in &lines {
                 if let Some((name, value)) = is_field(line.content) {
                     let name = name.to_lowercase();
-                    let value = fold_space(&inline(value));
+                    let value = fold_space(&inline(value, &mut self.substitutions));
                     if name == "tags" || name == "keywords" {
                         self.meta.tags.extend(
                             value
@@ -675,7 +930,7 @@ impl<'t> Reader<'t> {
             let begins = position == 0
                 || line.indent <= base && (starts_item(line.content) || previous_indent > base);
             if begins && !item.is_empty() {
-                push_item(&mut items, &item, first, last);
+                push_item(&mut items, &item, first, last, &mut self.substitutions);
                 item.clear();
             }
             if item.is_empty() {
@@ -688,7 +943,7 @@ impl<'t> Reader<'t> {
             last = line.number;
             previous_indent = line.indent;
         }
-        push_item(&mut items, &item, first, last);
+        push_item(&mut items, &item, first, last, &mut self.substitutions);
         if items.is_empty() {
             return;
         }
@@ -727,8 +982,14 @@ impl<'t> Reader<'t> {
     }
 }
 
-fn push_item(items: &mut Vec<(String, Location)>, item: &str, first: usize, last: usize) {
-    let text = fold_space(&inline(item));
+fn push_item(
+    items: &mut Vec<(String, Location)>,
+    item: &str,
+    first: usize,
+    last: usize,
+    substitutions: &mut Substitutions,
+) {
+    let text = fold_space(&inline(item, substitutions));
     if !text.is_empty() {
         items.push((text, super::lines(first, last)));
     }
@@ -759,11 +1020,12 @@ fn directive(rest: &str) -> Option<(&str, &str)> {
 /// `text` with roles, hyperlink references and footnote references replaced by the text a
 /// reader sees; literals and everything else as written. One pass: each backtick is looked at
 /// once, and an unmatched one ends the search.
-pub(crate) fn inline(text: &str) -> String {
+fn inline(text: &str, substitutions: &mut Substitutions) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(tick) = rest.find('`') {
-        references(&rest[..tick], &mut out);
+        let at = text.len() - rest.len();
+        plain(text, at..at + tick, substitutions, &mut out);
         let after_tick = &rest[tick..];
         if let Some(literal) = after_tick.strip_prefix("``") {
             match literal.find("``") {
@@ -802,8 +1064,213 @@ pub(crate) fn inline(text: &str) -> String {
         out.push_str(&role_text(content, role.as_deref()));
         rest = after;
     }
-    references(rest, &mut out);
+    plain(
+        text,
+        text.len() - rest.len()..text.len(),
+        substitutions,
+        &mut out,
+    );
     out
+}
+
+/// Copies `text[range]`, text outside literals and roles, to `out`: each substitution
+/// reference (`|name|`, `|name|_`, `|name|__`) the file defines replaced by its text, the rest
+/// as `references` shows it. A reference is a `|` after white space, an opening bracket or
+/// quote, or the start, with no space after it, and the first `|` after that with no space
+/// before it and white space, punctuation or the end after it (and its underscores), as
+/// docutils finds them; `||` is no reference. When a `|` finds no end, no later one can, so
+/// the search stops: one pass.
+fn plain(text: &str, range: Range<usize>, substitutions: &mut Substitutions, out: &mut String) {
+    let mut copied = range.start;
+    let mut from = range.start;
+    while !substitutions.is_empty()
+        && let Some(found) = text[from..range.end].find('|')
+    {
+        let start = from + found;
+        from = start + 1;
+        if !opens_substitution(text, start) {
+            continue;
+        }
+        let Some((name_end, end)) = substitution_end(text, start + 2..range.end) else {
+            break;
+        };
+        from = end;
+        if let Some(replacement) =
+            substitutions.replacement(&text[start + 1..name_end], end - start)
+        {
+            references(&text[copied..start], out);
+            out.push_str(replacement);
+            copied = end;
+        }
+    }
+    references(&text[copied..range.end], out);
+}
+
+/// Whether the `|` at `at` may open a substitution reference: after the start, white space or
+/// an opening bracket, quote or delimiter, and before a character that is neither white space
+/// nor `|`.
+fn opens_substitution(text: &str, at: usize) -> bool {
+    let before = text[..at].chars().next_back();
+    let after = text[at + 1..].chars().next();
+    let opens = before.is_none_or(|c| {
+        c.is_whitespace() || matches!(c, '-' | ':' | '/' | '\'' | '"' | '<' | '(' | '[' | '{')
+    });
+    opens && after.is_some_and(|c| !c.is_whitespace() && c != '|')
+}
+
+/// The first `|` in `text[range]` that can close a substitution reference: after a character
+/// that is not white space, and (after `_` or `__`) before white space, punctuation or the end.
+/// Returns where the name ends and where the reference (with its underscores) ends.
+fn substitution_end(text: &str, range: Range<usize>) -> Option<(usize, usize)> {
+    let mut from = range.start;
+    while from < range.end {
+        let bar = from + text.get(from..range.end)?.find('|')?;
+        from = bar + 1;
+        if text[..bar].ends_with(char::is_whitespace) {
+            continue;
+        }
+        let underscores = text[bar + 1..]
+            .bytes()
+            .take(2)
+            .take_while(|b| *b == b'_')
+            .count();
+        let end = bar + 1 + underscores;
+        let closes = text[end..].chars().next().is_none_or(|c| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    '-' | '.'
+                        | ','
+                        | ':'
+                        | ';'
+                        | '!'
+                        | '?'
+                        | '\\'
+                        | '/'
+                        | '\''
+                        | '"'
+                        | ')'
+                        | ']'
+                        | '}'
+                        | '>'
+                )
+        });
+        if closes {
+            return Some((bar, end));
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------------
+// Substitutions.
+
+/// The file's substitution definitions (`.. |name| replace:: text`), found by a first pass
+/// before the text is read, and how many more bytes their replacements may add to the text.
+#[derive(Debug, Default)]
+struct Substitutions {
+    /// By name with its white space folded, as written, and lower-cased: docutils looks a
+    /// reference up as written first, then in any case.
+    exact: HashMap<String, String>,
+    any_case: HashMap<String, String>,
+    /// What replacements may still add (a replacement longer than its reference adds the
+    /// difference); it starts at the file's size.
+    budget: usize,
+    /// Whether a reference was left as written because the budget was spent.
+    over_budget: bool,
+}
+
+impl Substitutions {
+    /// The definitions on the lines that start with `.. |` (at the margin: a definition shown
+    /// in an indented literal block is no definition), each replacement's text with its roles
+    /// resolved and its own references left as written. The first definition of a name wins.
+    fn find(lines: &[&str], budget: usize, deadline: &Deadline) -> Substitutions {
+        let mut found = Substitutions {
+            budget,
+            ..Substitutions::default()
+        };
+        let mut index = 0;
+        while index < lines.len() {
+            if index % LINES_PER_DEADLINE_CHECK == 0 && deadline.passed() {
+                break;
+            }
+            let line = lines[index];
+            index += 1;
+            let Some((name, first)) = line.strip_prefix(".. |").and_then(replace_definition) else {
+                continue;
+            };
+            // Its text goes on over the indented lines below it, to a blank line.
+            let mut replacement = first.to_string();
+            while let Some(next) = lines.get(index) {
+                let (indent, content) = measure(next);
+                if indent == 0 || content.is_empty() {
+                    break;
+                }
+                replacement.push(' ');
+                replacement.push_str(content);
+                index += 1;
+            }
+            let replacement = fold_space(&inline(&replacement, &mut Substitutions::default()));
+            let name = fold_space(name);
+            found
+                .any_case
+                .entry(name.to_lowercase())
+                .or_insert_with(|| replacement.clone());
+            found.exact.entry(name).or_insert(replacement);
+        }
+        found
+    }
+
+    fn is_empty(&self) -> bool {
+        self.exact.is_empty()
+    }
+
+    /// The text of the substitution `name` written in `written` bytes, when the file defines it
+    /// and the budget has room for what it adds.
+    fn replacement(&mut self, name: &str, written: usize) -> Option<&str> {
+        let Substitutions {
+            exact,
+            any_case,
+            budget,
+            over_budget,
+        } = self;
+        // As written first: most names are one word, and this asks for no allocation.
+        let text = match exact.get(name) {
+            Some(text) => text,
+            None => {
+                let name = fold_space(name);
+                match exact.get(&name) {
+                    Some(text) => text,
+                    None => any_case.get(&name.to_lowercase())?,
+                }
+            }
+        };
+        let adds = text.len().saturating_sub(written);
+        if adds > *budget {
+            *over_budget = true;
+            return None;
+        }
+        *budget -= adds;
+        Some(text)
+    }
+}
+
+/// The name and the first line's text of `|name| replace:: text`, after its `.. |`.
+fn replace_definition(rest: &str) -> Option<(&str, &str)> {
+    let end = rest.find('|')?;
+    let name = &rest[..end];
+    let after = &rest[end + 1..];
+    let valid = !name.is_empty()
+        && !name.starts_with(char::is_whitespace)
+        && !name.ends_with(char::is_whitespace)
+        && after.starts_with(char::is_whitespace);
+    if !valid {
+        return None;
+    }
+    let (directive_name, text) = directive(after.trim_start())?;
+    directive_name
+        .eq_ignore_ascii_case("replace")
+        .then(|| (name, text.trim()))
 }
 
 /// The text a role or reference shows: a title before `<target>`, else the target, without the
@@ -916,7 +1383,12 @@ mod tests {
     use std::time::Duration;
 
     use super::super::{Deadline, Extracted, Limits, Location, Locations, Structure, Unit};
-    use super::{extract, inline};
+    use super::{Substitutions, extract};
+
+    /// Inline markup read in a file that defines no substitutions.
+    fn inline(text: &str) -> String {
+        super::inline(text, &mut Substitutions::default())
+    }
 
     fn read(text: &str) -> Extracted {
         read_with(text, &Limits::default())
@@ -1124,6 +1596,129 @@ mod tests {
         );
         assert_eq!(lines_of(&extracted, "* two"), (3, 3));
         assert_eq!(lines_of(&extracted, "other term"), (10, 11));
+    }
+
+    #[test]
+    fn an_empty_comment_holds_nothing_and_ends_a_literal_block_in_a_list_item() {
+        let text = "* :meth:`ops.eq` (the ``==`` operator)::\n\n    >>> print(x == 5)\n    \
+            x = :x_1\n\n  ..\n\n\n  Note that a :class:`types.String` makes \
+            :meth:`ops.add`\n  concatenate.\n\n* :meth:`ops.ne`\n\n..\n\n   A quoted \
+            :class:`Quote` paragraph.\n\n..\n   a real comment\n   :class:`Gone`\n\nEnd.\n";
+        let extracted = read(text);
+        assert_eq!(
+            units(&extracted),
+            [
+                "* ops.eq (the ``==`` operator):",
+                ">>> print(x == 5)\nx = :x_1",
+                "Note that a types.String makes ops.add concatenate.",
+                "* ops.ne",
+                "A quoted Quote paragraph.",
+                "End."
+            ]
+        );
+        assert_eq!(lines_of(&extracted, "Note that"), (9, 10));
+        assert!(!extracted.text.contains(".."), "{:?}", extracted.text);
+        // A literal block indented past the item's text is still one.
+        let indented = read("1. Example::\n\n      code here\n\n   After.\n");
+        assert_eq!(units(&indented), ["1. Example:", "code here", "After."]);
+    }
+
+    #[test]
+    fn list_table_rows_are_lines_of_their_cells() {
+        let text = ".. list-table:: **Querying** patterns\n   :header-rows: 1\n   \
+            :widths: 10 20\n\n   * - :term:`1.x style` form\n     - :term:`2.0 style` form\n     \
+            - See Also\n\n   * - ::\n\n           session.query(User).get(42)\n\n     \
+            - Example::\n\n           session.get(\n             User, 42)\n\n       Then \
+            :meth:`.Session.get`.\n     -\n   * - .. note:: Inside\n     - ``x``\n\nAfter.\n";
+        let extracted = read(text);
+        assert_eq!(
+            units(&extracted),
+            [
+                "**Querying** patterns",
+                "1.x style form | 2.0 style form | See Also\n\
+                 session.query(User).get(42) | Example: session.get( User, 42) Then \
+                 Session.get. |\n\
+                 Note: Inside | ``x``",
+                "After."
+            ]
+        );
+        assert_eq!(lines_of(&extracted, "2.0 style"), (5, 7));
+        assert_eq!(lines_of(&extracted, "query(User)"), (9, 19));
+        assert!(!extracted.text.contains("header-rows"));
+        assert!(extracted.warnings.is_empty(), "{:?}", extracted.warnings);
+    }
+
+    #[test]
+    fn list_tables_nest_in_cells_up_to_their_limit() {
+        let mut text = String::new();
+        let depth = super::MAX_TABLE_NESTING + 3;
+        for level in 0..depth {
+            // Each table in the last cell of the one before: its `..` at that cell's text.
+            let indent = " ".repeat(level * 6);
+            text.push_str(&format!(
+                ".. list-table::\n\n{indent}  * - cell{level}\n{indent}    - "
+            ));
+        }
+        text.push_str("innermost\n");
+        let extracted = read(&text);
+        assert!(
+            extracted.text.starts_with("cell0 | cell1 | cell2"),
+            "{:?}",
+            extracted.text
+        );
+        assert!(extracted.text.contains("innermost"));
+        let limit = format!("deeper than {}", super::MAX_TABLE_NESTING);
+        assert!(
+            extracted.warnings.iter().any(|w| w.contains(&limit)),
+            "{:?}",
+            extracted.warnings
+        );
+        let within = read(
+            ".. list-table::\n\n  * - a\n    - .. list-table::\n\n        \
+            * - b\n          - c\n",
+        );
+        assert_eq!(units(&within), ["a | b | c"]);
+        assert!(within.warnings.is_empty(), "{:?}", within.warnings);
+    }
+
+    #[test]
+    fn substitutions_defined_in_the_file_are_replaced_once() {
+        let text = ".. |prev| replace:: :doc:`select`\n\n.. topic:: |title|\n\n   Previous: \
+            |prev|   |   Next: |next|_ and ``|prev|`` and |Prev|.\n\n.. |title| replace:: ORM\n   \
+            Querying Guide\n.. |loop| replace:: |loop| and |prev|\n.. |pic| image:: p.png\n\n\
+            Again |loop|, |pic|, a||b, x |prev|y.\n";
+        let extracted = read(text);
+        assert_eq!(
+            units(&extracted),
+            [
+                "ORM Querying Guide: Previous: select | Next: |next|_ and ``|prev|`` and select.",
+                "Again |loop| and |prev|, |pic|, a||b, x |prev|y."
+            ]
+        );
+        assert!(extracted.warnings.is_empty(), "{:?}", extracted.warnings);
+    }
+
+    #[test]
+    fn substitutions_add_at_most_the_files_size() {
+        let long = "word ".repeat(200);
+        let mut text = format!(".. |big| replace:: {long}\n\n");
+        text.push_str(&"|big| ".repeat(2_000));
+        text.push('\n');
+        let extracted = read(&text);
+        assert!(
+            extracted.text.len() <= 2 * text.len(),
+            "{} bytes of text from {}",
+            extracted.text.len(),
+            text.len()
+        );
+        let replaced = extracted.text.matches(long.trim()).count();
+        assert!(replaced > 10 && replaced < 2_000, "{replaced}");
+        assert!(extracted.text.contains("|big|"));
+        assert!(
+            extracted.warnings.iter().any(|w| w.contains("own size")),
+            "{:?}",
+            extracted.warnings
+        );
     }
 
     #[test]

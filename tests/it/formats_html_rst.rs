@@ -294,6 +294,42 @@ fn deeply_indented_rst_directives_stop_nesting_at_the_limit() {
     );
 }
 
+#[test]
+fn rst_substitutions_and_list_tables_cost_their_size() {
+    use crate::fuzz_regressions::checks::check_rst;
+
+    // 10 MB of references to a 5 KB replacement: it may add at most the file's own size.
+    let mut input = format!(".. |s| replace:: {}\n\n", "word ".repeat(1_000));
+    input.push_str(&"|s| a||b |s|_, |s \n".repeat(10 * 1024 * 1024 / 19));
+    let extracted = extract(Format::Rst, &input);
+    assert_bounded(&extracted, &input);
+    assert!(extracted.text.len() <= 2 * input.len() + 64);
+    assert!(extracted.text.starts_with("word word"));
+    assert!(
+        extracted.warnings.iter().any(|w| w.contains("own size")),
+        "{:?}",
+        extracted.warnings
+    );
+    // Bars that never close a reference: one pass, the text as written.
+    let bars = format!(".. |x| replace:: y\n\n{}\n", "|a |b ".repeat(1024 * 1024));
+    let extracted = extract(Format::Rst, &bars);
+    assert_bounded(&extracted, &bars);
+    assert!(extracted.text.starts_with("|a |b |a"));
+    // A list table of 100,000 rows: a line per row.
+    let mut table = String::from(".. list-table:: Big\n   :header-rows: 1\n\n");
+    for row in 0..100_000 {
+        table.push_str(&format!("   * - r{row}\n     - :func:`f{row}`\n"));
+    }
+    table.push_str("\nAfter the table.\n");
+    let extracted = extract(Format::Rst, &table);
+    assert_bounded(&extracted, &table);
+    assert!(extracted.text.contains("\nr99999 | f99999\n"));
+    assert!(extracted.text.ends_with("After the table.\n"));
+    for hostile in [&input[..4096], &bars[..4096], &table[..4096]] {
+        check_rst(hostile.as_bytes());
+    }
+}
+
 /// Markup-shaped noise: a seeded stream of pieces of HTML or rST syntax, stray and unbalanced,
 /// through the fuzz targets' property checks (`check_html`, `check_rst`), so every run of the
 /// suite covers a few thousand hostile documents even where `cargo fuzz` cannot run.
@@ -376,6 +412,17 @@ fn markup_shaped_noise_passes_the_fuzz_properties() {
         ".. autoclass:: a.B",
         ".. _t:",
         ".. |s| replace:: x",
+        "\n.. |s| replace:: |s| :func:`y` and longer words\n",
+        "|s|",
+        "|s|_ ",
+        "|",
+        " |S| ",
+        ".. list-table:: T\n",
+        "   :header-rows: 1\n",
+        "   * - ",
+        "     - ",
+        "   * - ::\n",
+        "       - .. list-table::\n",
         ".. ",
         "..",
         "::",
