@@ -28,7 +28,7 @@ use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::ids::{self, ChunkId};
 use crate::index::{self, IndexHit, QueryConfig, Snapshot, query_words};
-use crate::ledger::{ChunkFilter, Ledger, StoredChunk};
+use crate::ledger::{ChunkFilter, ChunkSource, Ledger, StoredChunk};
 use crate::store::StoreReader;
 use crate::vectors::VectorSet;
 
@@ -813,8 +813,22 @@ pub struct HitSource {
     pub root: String,
     /// The document's path relative to `root`.
     pub path: String,
-    /// First and last line of the passage in that document.
+    /// First and last line of the passage in that document; for a document with pages (PDF),
+    /// lines of the text of its first and last page.
     pub lines: [u32; 2],
+    /// First and last page of the passage, for a document with pages (PDF).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pages: Option<[u32; 2]>,
+}
+
+/// Where a passage is, as a person reads it after its path: `:12-30` (lines), or for a document
+/// with pages `, p. 3:5-20` (page 3, lines 5 to 20 of its text) and `, p. 3:40 to p. 4:5`.
+pub fn location_label(lines: [u32; 2], pages: Option<[u32; 2]>) -> String {
+    match pages {
+        None => format!(":{}-{}", lines[0], lines[1]),
+        Some([first, last]) if first == last => format!(", p. {first}:{}-{}", lines[0], lines[1]),
+        Some([first, last]) => format!(", p. {first}:{} to p. {last}:{}", lines[0], lines[1]),
+    }
 }
 
 /// One hit: the `search --json` contract.
@@ -828,8 +842,12 @@ pub struct Hit {
     /// Every source of the chunk with its root: what tells two roots' `a.md` apart.
     pub sources: Vec<HitSource>,
     pub heading: String,
-    /// First and last line of the passage in the first path.
+    /// First and last line of the passage in the first path (lines of its pages' text, for a
+    /// document with pages).
     pub lines: [u32; 2],
+    /// First and last page of the passage in the first path, for a document with pages (PDF).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pages: Option<[u32; 2]>,
     pub snippet: String,
     pub text: String,
     /// The cosine of the query's and the passage's embeddings (−1 to 1; the same scale in
@@ -1215,14 +1233,8 @@ fn fold(ledger: &Ledger, raw: Vec<Candidate>, wanted: usize) -> Result<Vec<Hit>>
             continue;
         };
         let lines = [first.lines.0, first.lines.1];
-        let sources: Vec<HitSource> = sources
-            .into_iter()
-            .map(|s| HitSource {
-                root: s.root,
-                path: s.path,
-                lines: [s.lines.0, s.lines.1],
-            })
-            .collect();
+        let pages = first.pages.map(|(a, b)| [a, b]);
+        let sources: Vec<HitSource> = sources.into_iter().map(HitSource::from).collect();
         if let Some(kept) = kept {
             add_sources(&mut hits[kept], sources);
             continue;
@@ -1242,6 +1254,7 @@ fn fold(ledger: &Ledger, raw: Vec<Candidate>, wanted: usize) -> Result<Vec<Hit>>
             sources: Vec::new(),
             heading: chunk.heading_path.join(" > "),
             lines,
+            pages,
             snippet: String::new(),
             text: chunk.text,
             similarity: candidate.similarity,
@@ -1412,7 +1425,20 @@ pub struct ChunkRecord {
     pub sources: Vec<HitSource>,
     pub heading: String,
     pub lines: [u32; 2],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pages: Option<[u32; 2]>,
     pub text: String,
+}
+
+impl From<ChunkSource> for HitSource {
+    fn from(source: ChunkSource) -> HitSource {
+        HitSource {
+            root: source.root,
+            path: source.path,
+            lines: [source.lines.0, source.lines.1],
+            pages: source.pages.map(|(first, last)| [first, last]),
+        }
+    }
 }
 
 /// Looks up one chunk; `Ok(None)` when the store does not hold it.
@@ -1429,6 +1455,7 @@ pub fn get_chunk(reader: &StoreReader, id: &ChunkId) -> Result<Option<ChunkRecor
 pub fn chunk_record(ledger: &Ledger, chunk: StoredChunk) -> Result<ChunkRecord> {
     let sources = ledger.sources_of_chunk(&chunk.id)?;
     let lines = sources.first().map_or([0, 0], |s| [s.lines.0, s.lines.1]);
+    let pages = sources.first().and_then(|s| s.pages.map(|(a, b)| [a, b]));
     let mut paths: Vec<String> = Vec::with_capacity(sources.len());
     for source in &sources {
         if !paths.contains(&source.path) {
@@ -1438,16 +1465,10 @@ pub fn chunk_record(ledger: &Ledger, chunk: StoredChunk) -> Result<ChunkRecord> 
     Ok(ChunkRecord {
         chunk_id: chunk.id.to_hex(),
         paths,
-        sources: sources
-            .into_iter()
-            .map(|s| HitSource {
-                root: s.root,
-                path: s.path,
-                lines: [s.lines.0, s.lines.1],
-            })
-            .collect(),
+        sources: sources.into_iter().map(HitSource::from).collect(),
         heading: chunk.heading_path.join(" > "),
         lines,
+        pages,
         text: chunk.text,
     })
 }

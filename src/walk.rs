@@ -23,9 +23,9 @@ use rustix::io::Errno;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 
-use crate::extract::{Format, FormatSet};
 use crate::crash::crash_point;
 use crate::error::{Error, Result};
+use crate::extract::{Format, FormatSet};
 
 /// The stat fields the ledger's cache compares to decide whether a file must be read.
 ///
@@ -196,7 +196,10 @@ impl PassedOver {
         };
         let mut parts = Vec::new();
         if !self.unsupported.is_empty() {
-            parts.push(format!("{}: not a supported format", list(&self.unsupported)));
+            parts.push(format!(
+                "{}: not a supported format",
+                list(&self.unsupported)
+            ));
         }
         if !self.not_selected.is_empty() {
             parts.push(format!("{}: not in --formats", list(&self.not_selected)));
@@ -307,9 +310,15 @@ pub fn walk(root: &Path, excludes: &Excludes, formats: FormatSet) -> Result<Walk
         }
         let name = entry.file_name().to_string_lossy();
         if file_type.is_symlink() {
-            if let Some(file) =
-                follow_link(root, entry.path(), &rel, &name, excludes, formats, &mut walk)
-            {
+            if let Some(file) = follow_link(
+                root,
+                entry.path(),
+                &rel,
+                &name,
+                excludes,
+                formats,
+                &mut walk,
+            ) {
                 walk.files.push(file);
             }
             continue;
@@ -605,7 +614,10 @@ mod tests {
         let paths: Vec<&str> = found.files.iter().map(|f| f.rel_path.as_str()).collect();
         assert_eq!(paths, ["a.md", "b.txt", "sub/d.markdown"]);
         assert!(found.warnings.is_empty(), "{:?}", found.warnings);
-        assert_eq!(found.passed_over.describe(), "1 .rs: not a supported format");
+        assert_eq!(
+            found.passed_over.describe(),
+            "1 .rs: not a supported format"
+        );
     }
 
     #[test]

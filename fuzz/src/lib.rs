@@ -18,6 +18,110 @@ use groundidx::tools::{self, ToolRequest};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
+// extractors (every format: `mdx` and `notebook` here)
+
+/// What every extractor promises, on arbitrary bytes as a file of `format`: it never panics
+/// (a panic caught by `extract_here` is a finding too), it is deterministic, it writes at most a
+/// bounded multiple of its input, its units lie in its text on character boundaries and in
+/// order, every line of its text has a location, and chunking what it made neither panics nor
+/// names a line past the end of the file (for a format without pages).
+pub fn extracted(format: Format, data: &[u8]) {
+    use groundidx::extract::{self, Limits, Locations, Structure, Unit};
+    let limits = Limits::default();
+    let first = extract::extract_here(format, data, &limits);
+    let again = extract::extract_here(format, data, &limits);
+    assert_eq!(first, again, "{format} extraction is not deterministic");
+    let extracted = match first {
+        Ok(extracted) => extracted,
+        Err(why) => {
+            assert!(
+                !why.contains("reader failed on it"),
+                "{format} panicked: {why}"
+            );
+            return;
+        }
+    };
+    let text = &extracted.text;
+    assert!(
+        text.len() <= 16 * data.len() + 4096,
+        "{format}: {} bytes of text from {} bytes",
+        text.len(),
+        data.len()
+    );
+    if let Structure::Units(units) = &extracted.structure {
+        let mut end = 0;
+        for unit in units {
+            let range = match unit {
+                Unit::Heading { range, .. } | Unit::Body { range } | Unit::Markup { range } => {
+                    range
+                }
+            };
+            assert!(
+                range.start >= end && range.start <= range.end,
+                "{format}: {units:?}"
+            );
+            assert!(
+                text.get(range.clone()).is_some(),
+                "{format}: {range:?} in {text:?}"
+            );
+            end = range.end;
+        }
+    }
+    if let Locations::Mapped(locations) = &extracted.locations {
+        assert_eq!(
+            locations.len(),
+            text.split_inclusive('\n').count(),
+            "{format}: one location per line of {text:?}"
+        );
+    }
+    let file_lines = data.split(|b| *b == b'\n').count() as u32;
+    for config in [ChunkConfig::default(), ChunkConfig { target_size: 7 }] {
+        let document = groundidx::chunk::chunk_extracted(format, &extracted, &config);
+        for chunk in &document.chunks {
+            assert!(!chunk.text.trim().is_empty(), "{format}: an empty chunk");
+            assert_eq!(chunk.id, ids::chunk_id(&chunk.heading_path, &chunk.text));
+            if chunk.pages.is_none() {
+                assert!(
+                    1 <= chunk.lines.0
+                        && chunk.lines.0 <= chunk.lines.1
+                        && chunk.lines.1 <= file_lines,
+                    "{format}: lines {:?} of a file of {file_lines}",
+                    chunk.lines
+                );
+            }
+        }
+    }
+}
+
+/// `extracted` for MDX.
+pub fn mdx(data: &[u8]) {
+    extracted(Format::Mdx, data);
+}
+
+/// `extracted` for notebooks, on the bytes as they are and on a notebook made of them: a JSON
+/// notebook whose cells' sources are the data's lines (so the reader gets past the parse).
+pub fn notebook(data: &[u8]) {
+    extracted(Format::Notebook, data);
+    let text = String::from_utf8_lossy(data);
+    let cells: Vec<Value> = text
+        .split("\n\n")
+        .enumerate()
+        .map(|(i, source)| {
+            let lines: Vec<String> = source.split_inclusive('\n').map(str::to_string).collect();
+            json!({
+                "cell_type": if i % 2 == 0 { "markdown" } else { "code" },
+                "metadata": {},
+                "outputs": [],
+                "source": lines,
+            })
+        })
+        .collect();
+    let notebook = json!({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5});
+    let pretty = serde_json::to_string_pretty(&notebook).expect("json");
+    extracted(Format::Notebook, pretty.as_bytes());
+}
+
+// ---------------------------------------------------------------------------------------------
 // front_matter
 
 /// Front matter, on arbitrary blocks behind a YAML or TOML fence.

@@ -119,7 +119,11 @@ pub fn chunk_document(format: Format, text: &str, config: &ChunkConfig) -> Chunk
 
 /// Chunks what an extractor made of a file of `format`: the text is cut by its structure, and
 /// each chunk's lines are taken back to the file's (and its pages, for a PDF).
-pub fn chunk_extracted(format: Format, extracted: &Extracted, config: &ChunkConfig) -> ChunkedDocument {
+pub fn chunk_extracted(
+    format: Format,
+    extracted: &Extracted,
+    config: &ChunkConfig,
+) -> ChunkedDocument {
     let text = extracted.text.as_str();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines = LineIndex::new(text);
@@ -189,7 +193,9 @@ pub fn chunk_extracted(format: Format, extracted: &Extracted, config: &ChunkConf
             place(chunk, locations);
         }
     }
-    document.warnings.splice(0..0, extracted.warnings.iter().cloned());
+    document
+        .warnings
+        .splice(0..0, extracted.warnings.iter().cloned());
     if document.chunks.is_empty() {
         document.warnings.push("no text to index".to_string());
     }

@@ -173,6 +173,13 @@ fn print_report(cli: &Cli, report: &IngestReport) -> Result<()> {
         "documents  {} added, {} changed, {} removed, {} renamed, {} unchanged, {} skipped",
         d.added, d.changed, d.removed, d.renamed, d.unchanged, d.skipped
     ))?;
+    if !report.skipped_by_extension.is_empty() {
+        // Files of other formats: counted, never left out silently.
+        output::line(format!(
+            "not read   {}",
+            report.skipped_by_extension.describe()
+        ))?;
+    }
     if d.rechunked > 0 {
         // The migration of documents an older groundidx chunked (an older recipe, or chunk IDs
         // of whitespace-folded text), once per recipe: said, not done silently.

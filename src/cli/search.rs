@@ -160,7 +160,10 @@ fn print_hits(response: &SearchResponse) -> Result<()> {
             "{:>2}. {}{}{more}  {}",
             rank + 1,
             style::out(Style::Path, &first),
-            style::out(Style::Dim, &format!(":{}-{}", hit.lines[0], hit.lines[1])),
+            style::out(
+                Style::Dim,
+                &groundidx::search::location_label(hit.lines, hit.pages)
+            ),
             style::out(Style::Dim, &format!("{:.2}", hit.score)),
         ))?;
         if !hit.heading.is_empty() {

@@ -371,11 +371,18 @@ pub fn extract(format: Format, bytes: &[u8], options: &Options) -> Result<Extrac
 }
 
 /// Extracts in this process.
-pub fn extract_here(format: Format, bytes: &[u8], limits: &Limits) -> Result<Extracted, Unreadable> {
+pub fn extract_here(
+    format: Format,
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<Extracted, Unreadable> {
     let deadline = Deadline::after(limits.time);
     let run = || -> Result<Extracted, Unreadable> {
         match format {
-            Format::Markdown => Ok(Extracted::as_is(utf8(bytes)?.to_string(), Structure::Markdown)),
+            Format::Markdown => Ok(Extracted::as_is(
+                utf8(bytes)?.to_string(),
+                Structure::Markdown,
+            )),
             Format::PlainText => Ok(Extracted::as_is(
                 utf8(bytes)?.to_string(),
                 Structure::Paragraphs,
@@ -402,12 +409,8 @@ pub fn extract_here(format: Format, bytes: &[u8], limits: &Limits) -> Result<Ext
 }
 
 fn utf8(bytes: &[u8]) -> Result<&str, Unreadable> {
-    std::str::from_utf8(bytes).map_err(|err| {
-        format!(
-            "not valid UTF-8 (at byte {}); skipped",
-            err.valid_up_to()
-        )
-    })
+    std::str::from_utf8(bytes)
+        .map_err(|err| format!("not valid UTF-8 (at byte {}); skipped", err.valid_up_to()))
 }
 
 /// An HTML file's text: UTF-8 (with or without a byte order mark); a page in another encoding
@@ -597,7 +600,10 @@ mod tests {
         for format in Format::ALL {
             assert_eq!(Format::parse(format.name()), Some(format));
             for extension in format.extensions() {
-                assert_eq!(Format::from_file_name(&format!("f.{extension}")), Some(format));
+                assert_eq!(
+                    Format::from_file_name(&format!("f.{extension}")),
+                    Some(format)
+                );
             }
         }
     }
@@ -615,7 +621,10 @@ mod tests {
 
     #[test]
     fn every_format_but_text_hashes_in_its_own_context() {
-        let contexts: Vec<_> = Format::ALL.iter().filter_map(|f| f.hash_context()).collect();
+        let contexts: Vec<_> = Format::ALL
+            .iter()
+            .filter_map(|f| f.hash_context())
+            .collect();
         let mut unique = contexts.clone();
         unique.sort();
         unique.dedup();
@@ -629,7 +638,12 @@ mod tests {
         let at = |n| super::line(n);
         builder.heading(1, "  Title \n here ", at(3));
         builder.paragraph("one\n two", super::lines(5, 6));
-        builder.block_lines([("", at(8)), ("code\nmore", at(9)), ("end", at(10)), ("", at(11))]);
+        builder.block_lines([
+            ("", at(8)),
+            ("code\nmore", at(9)),
+            ("end", at(10)),
+            ("", at(11)),
+        ]);
         let extracted = builder.finish(Default::default(), Vec::new());
         assert_eq!(extracted.text, "Title here\n\none two\n\ncode\nmore\nend\n");
         let Locations::Mapped(locations) = &extracted.locations else {

@@ -511,7 +511,7 @@ fn commit_batch(
 pub fn canonical_root(root: &Path) -> Result<PathBuf> {
     let canonical = root.canonicalize().map_err(|err| {
         Error::Usage(format!(
-            "cannot ingest {}: {err}\nhint: pass a folder of Markdown or text files",
+            "cannot ingest {}: {err}\nhint: pass a folder of documents (Markdown, text, MDX, reStructuredText, AsciiDoc, HTML, PDF or notebooks)",
             root.display()
         ))
     })?;

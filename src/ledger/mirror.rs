@@ -40,6 +40,9 @@ pub struct DocChunkRow {
     pub chunk_id: ChunkId,
     pub line_start: i64,
     pub line_end: i64,
+    /// First and last page, for a format with pages.
+    pub page_start: Option<i64>,
+    pub page_end: Option<i64>,
 }
 
 /// A document whole, as the ledger stores it (fields as their stored JSON).
@@ -437,7 +440,7 @@ fn read_document(tx: &Transaction<'_>, doc_hash: &DocHash) -> Result<Option<Docu
         .map_err(sql_error(context()))?;
     let chunks = tx
         .prepare_cached(
-            "SELECT ordinal, chunk_id, line_start, line_end FROM doc_chunks
+            "SELECT ordinal, chunk_id, line_start, line_end, page_start, page_end FROM doc_chunks
              WHERE doc_hash = ?1 ORDER BY ordinal",
         )
         .and_then(|mut stmt| {
@@ -447,6 +450,8 @@ fn read_document(tx: &Transaction<'_>, doc_hash: &DocHash) -> Result<Option<Docu
                     chunk_id: chunk_id_column(row, 1)?,
                     line_start: row.get(2)?,
                     line_end: row.get(3)?,
+                    page_start: row.get(4)?,
+                    page_end: row.get(5)?,
                 })
             })
             .and_then(|rows| rows.collect())
@@ -638,8 +643,9 @@ fn write_document(tx: &Transaction<'_>, document: &DocumentRow) -> Result<()> {
     }
     for chunk in &document.chunks {
         tx.prepare_cached(
-            "INSERT INTO doc_chunks (doc_hash, ordinal, chunk_id, line_start, line_end)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO doc_chunks
+                (doc_hash, ordinal, chunk_id, line_start, line_end, page_start, page_end)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )
         .and_then(|mut stmt| {
             stmt.execute(params![
@@ -647,7 +653,9 @@ fn write_document(tx: &Transaction<'_>, document: &DocumentRow) -> Result<()> {
                 chunk.ordinal,
                 chunk.chunk_id.as_bytes(),
                 chunk.line_start,
-                chunk.line_end
+                chunk.line_end,
+                chunk.page_start,
+                chunk.page_end
             ])
         })
         .map_err(sql_error(context()))?;

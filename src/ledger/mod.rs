@@ -153,12 +153,14 @@ pub struct StoredChunk {
     pub text: String,
 }
 
-/// Where a chunk appears: a source path under a root, with the chunk's lines there.
+/// Where a chunk appears: a source path under a root, with the chunk's lines there (and its
+/// pages, for a format with pages: its lines are then lines of those pages' text).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChunkSource {
     pub root: String,
     pub path: String,
     pub lines: (u32, u32),
+    pub pages: Option<(u32, u32)>,
 }
 
 /// Counts for `status`.
@@ -197,6 +199,9 @@ pub struct Ledger {
     /// and never looks for another writer's changes, so the connection is good only while the
     /// file system stays read-only (`still_safe`).
     immutable: bool,
+    /// Whether `doc_chunks` has its page columns (schema version 9): a reader may open an older
+    /// ledger that a writer has not upgraded yet.
+    has_pages: bool,
 }
 
 impl Ledger {
@@ -286,10 +291,14 @@ impl Ledger {
                 schema::create_or_upgrade(&mut conn, path)?;
             }
         }
+        let has_pages = conn
+            .prepare("SELECT page_start FROM doc_chunks LIMIT 0")
+            .is_ok();
         Ok(Ledger {
             conn,
             path: path.to_path_buf(),
             immutable,
+            has_pages,
         })
     }
 
@@ -648,14 +657,21 @@ impl Ledger {
     pub fn sources_of_chunk(&self, id: &ChunkId) -> Result<Vec<ChunkSource>> {
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT r.path, s.path, dc.line_start, dc.line_end
+            .prepare_cached(if self.has_pages {
+                "SELECT r.path, s.path, dc.line_start, dc.line_end, dc.page_start, dc.page_end
                  FROM doc_chunks dc
                  JOIN sources s ON s.doc_hash = dc.doc_hash
                  JOIN roots r ON r.root_id = s.root_id
                  WHERE dc.chunk_id = ?1
-                 ORDER BY r.path, s.path, dc.ordinal",
-            )
+                 ORDER BY r.path, s.path, dc.ordinal"
+            } else {
+                "SELECT r.path, s.path, dc.line_start, dc.line_end, NULL, NULL
+                 FROM doc_chunks dc
+                 JOIN sources s ON s.doc_hash = dc.doc_hash
+                 JOIN roots r ON r.root_id = s.root_id
+                 WHERE dc.chunk_id = ?1
+                 ORDER BY r.path, s.path, dc.ordinal"
+            })
             .map_err(sql_error("read chunk sources"))?;
         let rows = stmt
             .query_map([id.as_bytes()], |row| {
@@ -663,6 +679,10 @@ impl Ledger {
                     root: row.get(0)?,
                     path: row.get(1)?,
                     lines: (row.get(2)?, row.get(3)?),
+                    pages: match (row.get::<_, Option<u32>>(4)?, row.get::<_, Option<u32>>(5)?) {
+                        (Some(first), Some(last)) => Some((first, last)),
+                        _ => None,
+                    },
                 })
             })
             .map_err(sql_error("read chunk sources"))?;
@@ -1129,8 +1149,9 @@ impl BatchWriter<'_> {
         let mut link_stmt = self
             .tx
             .prepare_cached(
-                "INSERT INTO doc_chunks (doc_hash, ordinal, chunk_id, line_start, line_end)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO doc_chunks
+                    (doc_hash, ordinal, chunk_id, line_start, line_end, page_start, page_end)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )
             .map_err(sql_error(context()))?;
         let mut chunk_stmt = self
@@ -1146,7 +1167,9 @@ impl BatchWriter<'_> {
                     chunk.ordinal,
                     chunk.id.as_bytes(),
                     chunk.lines.0,
-                    chunk.lines.1
+                    chunk.lines.1,
+                    chunk.pages.map(|pages| pages.0),
+                    chunk.pages.map(|pages| pages.1)
                 ])
                 .map_err(sql_error(context()))?;
             let inserted = chunk_stmt

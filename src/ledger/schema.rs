@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::ledger::sql_error;
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// The oldest version this build opens: older stores are upgraded in place by a writer, and
 /// read as they are by a reader (no reader query depends on what the upgrades add).
@@ -30,7 +30,16 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (6, SCHEMA_V6),
     (7, SCHEMA_V7),
     (8, SCHEMA_V8),
+    (9, SCHEMA_V9),
 ];
+
+/// Version 9: a chunk of a format with pages (PDF) records its first and last page; its lines
+/// are then lines of those pages' text. Rows of other formats, and every row from before, have
+/// none. A reader of an older ledger reads no pages (`Ledger::has_pages`).
+const SCHEMA_V9: &str = "
+ALTER TABLE doc_chunks ADD COLUMN page_start INTEGER;
+ALTER TABLE doc_chunks ADD COLUMN page_end INTEGER;
+";
 
 /// Version 8: each document records the version of the recipe that made its chunks
 /// (`chunk::recipe_version`: the chunker's, and later its format extractor's). Documents from

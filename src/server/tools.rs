@@ -20,6 +20,12 @@ fn object(value: Value) -> Arc<JsonObject> {
 
 const KEYS: &str = "Idempotency: pass a key in _meta[\"groundidx/idempotencyKey\"] (1-255 visible ASCII characters; derive it from your checkpointed run id, step and tool-call id, never a fresh random value), or _meta[\"groundidx/runId\"] plus _meta[\"groundidx/step\"]. A retry with the same key and arguments returns the first answer and is audited and counted once; the same key with other arguments is refused. Keys are kept for the configured TTL (7 days by default, never less than 24 hours). Without a key the call is served but cannot be deduplicated: each retry is logged and counted again.";
 
+/// The pages of a passage in a document with pages (PDF); its lines are then lines of those
+/// pages' text.
+fn pages_schema() -> Value {
+    json!({"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2, "description": "first and last page, for a document with pages (PDF); lines are then lines of those pages' text"})
+}
+
 /// Where a passage appears. Not in any `required` list: answers stored before it existed are
 /// replayed as they were.
 fn sources_schema() -> Value {
@@ -31,7 +37,8 @@ fn sources_schema() -> Value {
             "properties": {
                 "root": {"type": "string"},
                 "path": {"type": "string"},
-                "lines": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}
+                "lines": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+                "pages": pages_schema()
             },
             "required": ["root", "path", "lines"]
         }
@@ -48,6 +55,7 @@ fn hit_schema() -> Value {
             "sources": sources_schema(),
             "heading": {"type": "string"},
             "lines": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+            "pages": pages_schema(),
             "snippet": {"type": "string"},
             "text": {"type": "string"},
             "similarity": {"type": "number", "description": "cosine of the query's and the passage's embeddings (-1 to 1), comparable across queries and modes, unlike score; present when the query was embedded and the passage has an embedding"},
@@ -158,6 +166,7 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
                 "sources": sources_schema(),
                 "heading": {"type": "string"},
                 "lines": {"type": "array", "items": {"type": "integer"}},
+                "pages": pages_schema(),
                 "text": {"type": "string"}
             },
             "required": ["chunk_id", "paths", "heading", "lines", "text"]

@@ -64,3 +64,13 @@ fn request() {
 fn front_matter() {
     run("front_matter", checks::front_matter);
 }
+
+#[test]
+fn mdx() {
+    run("mdx", checks::mdx);
+}
+
+#[test]
+fn notebook() {
+    run("notebook", checks::notebook);
+}

@@ -1,9 +1,10 @@
 //! Invariant 2 under real kills: SIGKILL running `groundidx` writers at random moments, change
 //! files between rounds, and check that the store always heals to what a clean ingest holds.
 //!
-//! Two soaks share one loop. One ingests a real corpus (skipped with a message when it is
-//! absent, failing when `CI` is set); the other makes small incremental ingests of a generated
-//! folder (a line appended to a hundred files, a few small batches per run, so the kills land
+//! Three soaks share one loop. One ingests a real corpus (skipped with a message when it is
+//! absent, failing when `CI` is set); one does the same to a generated folder of every text
+//! format (Markdown, MDX, reStructuredText, AsciiDoc, HTML, notebooks); the other makes small
+//! incremental ingests of a generated folder (a line appended to a hundred files, a few small batches per run, so the kills land
 //! inside Tantivy's commits and merges too) and sometimes kills a `rebuild`. Every check runs a
 //! plain ingest (which must succeed: a killed writer must never wedge the store), `verify`, and
 //! compares with a clean ingest; the index must hold no file that its commit does not use.
@@ -271,5 +272,84 @@ fn sigkill_at_random_moments_on_a_real_corpus_heals() {
         files.push(env.docs.join(format!("soak/new-{round}.md")));
         // The folder keeps its size: a long soak never runs out of files to change.
         files.retain(|f| f.exists());
+    });
+}
+
+/// A document of `format` (an extension) holding note `i` and the `extra` lines appended to it.
+fn document_of(format: &str, i: usize, extra: &[String]) -> String {
+    let paragraphs =
+        |wrap: &dyn Fn(&str) -> String| extra.iter().map(|line| wrap(line)).collect::<String>();
+    match format {
+        "mdx" => format!(
+            "---\ntitle: Note {i}\n---\nimport {{ Aside }} from 'x';\n\n# Note {i}\n\n<Aside>The opening of note {i}.</Aside>\n{}",
+            paragraphs(&|line| format!("\n{line}\n"))
+        ),
+        "rst" => format!(
+            "Note {i}\n=======\n\nThe opening of :ref:`note {i} <n{i}>`.\n{}",
+            paragraphs(&|line| format!("\n{line}\n"))
+        ),
+        "adoc" => format!(
+            "= Note {i}\n\n== Part\n\nThe opening of note {i}.\n{}",
+            paragraphs(&|line| format!("\n{line}\n"))
+        ),
+        "html" => format!(
+            "<!DOCTYPE html><html><head><title>Note {i}</title></head><body><h1>Note {i}</h1><p>The opening of note {i}.</p>{}</body></html>\n",
+            paragraphs(&|line| format!("\n<p>{line}</p>"))
+        ),
+        "ipynb" => {
+            let mut cells = vec![serde_json::json!({
+                "cell_type": "markdown", "metadata": {},
+                "source": [format!("# Note {i}\n"), "\n".to_string(), format!("The opening of note {i}.")]
+            })];
+            for line in extra {
+                cells.push(serde_json::json!({
+                    "cell_type": "code", "metadata": {}, "outputs": [], "execution_count": null,
+                    "source": [format!("print({line:?})")]
+                }));
+            }
+            serde_json::to_string_pretty(&serde_json::json!({
+                "cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5
+            }))
+            .expect("json")
+        }
+        _ => format!(
+            "# Note {i}\n\nThe opening of note {i}.\n{}",
+            paragraphs(&|line| format!("\n{line}\n"))
+        ),
+    }
+}
+
+#[test]
+fn sigkill_during_a_mixed_format_ingest_heals() {
+    const FORMATS: [&str; 6] = ["md", "mdx", "rst", "adoc", "html", "ipynb"];
+    let mut rng = Rng::from_env("mixed format soak");
+    let env = Env::empty();
+    let mut notes: Vec<(String, Vec<String>)> = Vec::new();
+    for i in 0..240 {
+        let format = FORMATS[i % FORMATS.len()];
+        let rel = format!("part-{}/note-{i}.{format}", i % 8);
+        env.write(&rel, &document_of(format, i, &[]));
+        notes.push((rel, Vec::new()));
+    }
+    let docs = env.docs.to_str().expect("utf-8").to_string();
+    let first = env.json(&["ingest", &docs, "--json"]);
+    assert_eq!(first["documents"]["added"], 240, "{first}");
+    let soak = Soak {
+        name: "mixed format soak",
+        env: &env,
+        ingest: ["ingest", &docs, "--json", "--batch-files", "20"]
+            .map(String::from)
+            .to_vec(),
+        rebuild_every: 0,
+        default_rounds: 8,
+    };
+    soak.run(&mut rng, |rng, round| {
+        for _ in 0..60 {
+            let i = rng.below(notes.len() as u64) as usize;
+            let (rel, extra) = &mut notes[i];
+            extra.push(format!("Round {round} added words {}.", rng.next()));
+            let format = rel.rsplit('.').next().unwrap_or("md").to_string();
+            env.write(rel, &document_of(&format, i, extra));
+        }
     });
 }

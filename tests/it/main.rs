@@ -105,6 +105,10 @@
 //! - `readme_setups`: README's first `ingest --embed-model`, cron line, systemd unit and MCP
 //!   configuration, read from the files and run from other folders, search hybrid with every
 //!   chunk embedded.
+//! - `formats`: every format (MDX, reStructuredText, AsciiDoc, HTML, PDF, notebooks) in a mixed
+//!   folder: each hit at its lines (and pages), a re-run and a rename write nothing, an
+//!   extractor upgrade re-chunks only its format, `--formats`, files not read counted by
+//!   extension.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
 
@@ -135,6 +139,7 @@ mod embed_server;
 mod embedding;
 mod faults;
 mod foreign_store;
+mod formats;
 mod fuzz_regressions;
 mod heal;
 mod hostile_input;

@@ -636,8 +636,8 @@ async fn documents(
     for row in tx
         .query(
             &format!(
-                "SELECT doc_hash, ordinal, chunk_id, line_start, line_end FROM doc_chunks
-                  WHERE {filter} ORDER BY doc_hash, ordinal"
+                "SELECT doc_hash, ordinal, chunk_id, line_start, line_end, page_start, page_end
+                   FROM doc_chunks WHERE {filter} ORDER BY doc_hash, ordinal"
             ),
             &[&all, hashes],
         )
@@ -649,6 +649,8 @@ async fn documents(
                 chunk_id: chunk_id(row.get(2))?,
                 line_start: row.get(3),
                 line_end: row.get(4),
+                page_start: row.get(5),
+                page_end: row.get(6),
             });
         }
     }
@@ -718,6 +720,8 @@ struct PublishArgs {
     link_chunks: Vec<Vec<u8>>,
     link_starts: Vec<i64>,
     link_ends: Vec<i64>,
+    link_page_starts: Vec<Option<i64>>,
+    link_page_ends: Vec<Option<i64>>,
     chunk_ids: Vec<Vec<u8>>,
     chunk_headings: Vec<String>,
     chunk_texts: Vec<String>,
@@ -747,6 +751,8 @@ impl PublishArgs {
             link_chunks: Vec::new(),
             link_starts: Vec::new(),
             link_ends: Vec::new(),
+            link_page_starts: Vec::new(),
+            link_page_ends: Vec::new(),
             chunk_ids: Vec::new(),
             chunk_headings: Vec::new(),
             chunk_texts: Vec::new(),
@@ -782,6 +788,8 @@ impl PublishArgs {
                 args.link_chunks.push(chunk.chunk_id.as_bytes().to_vec());
                 args.link_starts.push(chunk.line_start);
                 args.link_ends.push(chunk.line_end);
+                args.link_page_starts.push(chunk.page_start);
+                args.link_page_ends.push(chunk.page_end);
             }
         }
         let kept: std::collections::BTreeSet<ChunkId> =
@@ -841,14 +849,18 @@ async fn write_documents(tx: &Tx<'_>, args: &PublishArgs) -> std::result::Result
     )
     .await?;
     tx.execute(
-        "INSERT INTO doc_chunks (doc_hash, ordinal, chunk_id, line_start, line_end)
-         SELECT * FROM unnest($1::bytea[], $2::int8[], $3::bytea[], $4::int8[], $5::int8[])",
+        "INSERT INTO doc_chunks
+            (doc_hash, ordinal, chunk_id, line_start, line_end, page_start, page_end)
+         SELECT * FROM unnest($1::bytea[], $2::int8[], $3::bytea[], $4::int8[], $5::int8[],
+                              $6::int8[], $7::int8[])",
         &[
             &args.link_docs,
             &args.link_ordinals,
             &args.link_chunks,
             &args.link_starts,
             &args.link_ends,
+            &args.link_page_starts,
+            &args.link_page_ends,
         ],
     )
     .await?;

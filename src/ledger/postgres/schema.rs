@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::ledger::postgres::{Budget, PgError, PgLedger};
 
 /// The schema version this build reads and writes.
-pub const PG_SCHEMA_VERSION: i64 = 4;
+pub const PG_SCHEMA_VERSION: i64 = 5;
 
 /// Every migration: `(version, name, SQL)`.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -23,6 +23,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "recipe_versions",
         include_str!("migrations/0004_recipe_versions.sql"),
     ),
+    (5, "pages", include_str!("migrations/0005_pages.sql")),
 ];
 
 /// What `migrate` found and did.

@@ -1,0 +1,7 @@
+//! Fuzz target `mdx`: see `groundidx_fuzz::mdx` for the properties it checks.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| groundidx_fuzz::mdx(data));
