@@ -997,3 +997,207 @@ fn check_key(key: &str) {
         "validate_key({key:?})"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// pdf, asciidoc
+
+/// The limits the extractor targets run under: small, so a cost beyond them shows.
+fn extractor_limits() -> groundidx::extract::Limits {
+    groundidx::extract::Limits {
+        max_depth: 64,
+        max_text_bytes: 1 << 20,
+        time: std::time::Duration::from_secs(10),
+        max_memory: 512 << 20,
+    }
+}
+
+/// The properties every extraction of `data` keeps: deterministic; one location per line of
+/// the text; every unit's range inside the text, on character boundaries, headings' ranges
+/// holding their text; the text at most `max_ratio` times the input (plus a little) and
+/// within `max_text_bytes`. Returns the extraction for further checks.
+fn check_extraction(
+    format: Format,
+    data: &[u8],
+    max_ratio: usize,
+) -> Result<groundidx::extract::Extracted, String> {
+    use groundidx::extract::{Locations, Structure, Unit, extract_here};
+    let limits = extractor_limits();
+    let first = extract_here(format, data, &limits);
+    let again = extract_here(format, data, &limits);
+    let extracted = match (&first, &again) {
+        (Ok(a), Ok(b)) => {
+            // A deadline that passed in one run only may cut one text short; the limits above
+            // leave seconds for inputs of fuzzer size.
+            assert_eq!(a, b, "extraction is deterministic");
+            a.clone()
+        }
+        (Err(a), Err(b)) => {
+            assert_eq!(a, b, "the same error twice");
+            return first;
+        }
+        _ => panic!("one run read it, the other did not: {first:?} / {again:?}"),
+    };
+    let text = &extracted.text;
+    assert!(
+        text.len() <= max_ratio * data.len() + 4096,
+        "{} bytes of text from {} bytes",
+        text.len(),
+        data.len()
+    );
+    assert!(
+        text.len() <= limits.max_text_bytes,
+        "text within max_text_bytes"
+    );
+    match &extracted.locations {
+        Locations::Mapped(locations) => {
+            assert_eq!(
+                locations.len(),
+                text.lines().count(),
+                "one location per line"
+            );
+        }
+        Locations::SameLines => {}
+    }
+    if let Structure::Units(units) = &extracted.structure {
+        let mut last_end = 0;
+        for unit in units {
+            let range = match unit {
+                Unit::Heading {
+                    text: heading,
+                    range,
+                    ..
+                } => {
+                    assert_eq!(&text[range.clone()], heading, "a heading's range holds it");
+                    range
+                }
+                Unit::Body { range } | Unit::Markup { range } => range,
+            };
+            assert!(
+                range.start <= range.end && range.end <= text.len(),
+                "{range:?} in the text"
+            );
+            assert!(text.is_char_boundary(range.start) && text.is_char_boundary(range.end));
+            assert!(range.start >= last_end, "units in order, apart");
+            last_end = range.end;
+        }
+    }
+    Ok(extracted)
+}
+
+/// PDF: arbitrary bytes, and the bytes after a minimal valid header and page tree (so the
+/// fuzzer reaches the object parser and the content-stream interpreter). The properties of
+/// `check_extraction`, with text bounded by `max_text_bytes` (a compressed stream may inflate
+/// a thousand times, so the ratio is that of Flate). Run with `-rss_limit_mb=512`: the memory
+/// a hostile PDF costs in-process is the parser's, which the child process bounds in a run.
+pub fn check_pdf(data: &[u8]) {
+    let _ = check_extraction(Format::Pdf, data, 1100);
+    let mut framed = b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n\
+        2 0 obj << /Type /Pages /Kids [3 0 R] /Count 1 >> endobj\n\
+        3 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >> endobj\n\
+        4 0 obj << >> stream\n"
+        .to_vec();
+    framed.extend_from_slice(data);
+    framed.extend_from_slice(b"\nendstream endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n");
+    let _ = check_extraction(Format::Pdf, &framed, 1100);
+}
+
+/// AsciiDoc: bytes decoded lossily as an AsciiDoc file. The properties of `check_extraction`,
+/// with the text at most 4 times the input (attribute references may double it); the title,
+/// when there is one, is a single folded line.
+pub fn check_asciidoc(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let extracted =
+        check_extraction(Format::AsciiDoc, text.as_bytes(), 4).expect("AsciiDoc is always read");
+    if let Some(title) = &extracted.meta.title {
+        assert!(!title.contains('\n'), "a title is one line");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// html, rst
+
+/// The HTML extractor on arbitrary text: see `check_extractor`.
+pub fn check_html(data: &[u8]) {
+    check_extractor(groundidx::extract::Format::Html, data);
+}
+
+/// The reStructuredText extractor on arbitrary text: see `check_extractor`.
+pub fn check_rst(data: &[u8]) {
+    check_extractor(groundidx::extract::Format::Rst, data);
+}
+
+/// The most text an extractor may write per byte of input (and a little over, for a tiny
+/// input): `<td>` becomes ` | `, `.. deprecated::` becomes "Deprecated since version", and units
+/// are joined by blank lines, so no reader comes near it unless it repeats or expands input.
+pub const MAX_TEXT_PER_INPUT_BYTE: usize = 4;
+
+/// An extractor of a text format on `data` (decoded lossily), with the default limits and with
+/// small ones (nesting 8, 4 KiB of text): it never fails or panics; it is deterministic; its
+/// locations have exactly one entry per line of its text, each a line of the input; every unit's
+/// range lies in the text on character boundaries, in order; the text is at most
+/// `MAX_TEXT_PER_INPUT_BYTE` times the input (and within the text limit); and the chunker takes
+/// what it gives. Run with `-rss_limit_mb=512`: the cost must stay bounded by the input's size.
+pub fn check_extractor(format: groundidx::extract::Format, data: &[u8]) {
+    use groundidx::extract::{Limits, Locations, Structure, Unit, extract_here};
+
+    let text = String::from_utf8_lossy(data);
+    let input_lines = text.lines().count().max(1) + text.matches('\r').count();
+    let small = Limits {
+        max_depth: 8,
+        max_text_bytes: 4096,
+        ..Limits::default()
+    };
+    for limits in [Limits::default(), small] {
+        let extracted = extract_here(format, text.as_bytes(), &limits)
+            .unwrap_or_else(|err| panic!("{format} extractor refused UTF-8 text: {err}"));
+        let again = extract_here(format, text.as_bytes(), &limits).expect("second run");
+        assert_eq!(extracted, again, "{format} extraction is not deterministic");
+        let out = &extracted.text;
+        assert!(
+            out.len() <= MAX_TEXT_PER_INPUT_BYTE * text.len() + 64,
+            "{format}: {} bytes of text from {} bytes",
+            out.len(),
+            text.len()
+        );
+        assert!(
+            out.len() <= limits.max_text_bytes,
+            "{format}: over the text limit"
+        );
+        let Locations::Mapped(locations) = &extracted.locations else {
+            panic!("{format}: the text's lines are not mapped")
+        };
+        assert_eq!(
+            locations.len(),
+            out.lines().count(),
+            "{format}: one location per line of {out:?}"
+        );
+        for at in locations {
+            assert!(at.first <= at.last, "{format}: location {at:?}");
+            assert!(
+                (at.last as usize) <= input_lines + 1,
+                "{format}: location {at:?} past the input's {input_lines} lines"
+            );
+        }
+        let Structure::Units(units) = &extracted.structure else {
+            panic!("{format}: no units")
+        };
+        let mut end = 0;
+        for unit in units {
+            let range = match unit {
+                Unit::Heading { range, text, .. } => {
+                    assert_eq!(&out[range.clone()], text, "{format}: heading text");
+                    range
+                }
+                Unit::Body { range } | Unit::Markup { range } => range,
+            };
+            assert!(range.start >= end && range.start <= range.end && range.end <= out.len());
+            assert!(out.is_char_boundary(range.start) && out.is_char_boundary(range.end));
+            end = range.end;
+        }
+        groundidx::chunk::chunk_extracted(
+            format,
+            &extracted,
+            &groundidx::chunk::ChunkConfig::default(),
+        );
+    }
+}

@@ -7,7 +7,8 @@ use groundidx::{Error, Result, export};
 
 use crate::cli::{Cli, ExitCode};
 
-/// Print every chunk as one JSON object per line: chunk_id, paths, heading, lines, text.
+/// Print every chunk as one JSON object per line: chunk_id, paths, sources, heading, lines, pages
+/// (for a PDF), text.
 ///
 /// Read from the ledger alone, in chunk ID order; for an embedding pipeline or a backup.
 #[derive(Debug, clap::Args)]

@@ -11,6 +11,7 @@ mod embed;
 mod embed_args;
 mod exit_code;
 mod export;
+mod extract_worker;
 mod gc;
 mod index_args;
 mod ingest;
@@ -182,6 +183,9 @@ pub enum Command {
     Migrate(migrate::Args),
     /// Bring this host's mirror of the shared ledger (--ledger) and its index up to date
     Sync(sync::Args),
+    /// Read one file on stdin in a child process with limits (started by ingest, not by hand)
+    #[command(hide = true)]
+    ExtractWorker(extract_worker::Args),
 }
 
 /// How long a writer waits for the store's lock.
@@ -274,5 +278,6 @@ fn run(cli: &Cli, settings: &[config::Setting]) -> groundidx::Result<ExitCode> {
         Command::Config(_) => config::run(cli, settings),
         Command::Migrate(args) => migrate::run(cli, args),
         Command::Sync(args) => sync::run(cli, args),
+        Command::ExtractWorker(args) => extract_worker::run(args),
     }
 }

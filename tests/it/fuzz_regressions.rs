@@ -6,7 +6,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::path::{Path, PathBuf};
 
 #[path = "../../fuzz/src/lib.rs"]
-mod checks;
+pub(crate) mod checks;
 
 /// The stored inputs of `target`, sorted by name.
 fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
@@ -73,4 +73,14 @@ fn mdx() {
 #[test]
 fn notebook() {
     run("notebook", checks::notebook);
+}
+
+#[test]
+fn html() {
+    run("html", checks::check_html);
+}
+
+#[test]
+fn rst() {
+    run("rst", checks::check_rst);
 }

@@ -109,8 +109,13 @@
 //!   folder: each hit at its lines (and pages), a re-run and a rename write nothing, an
 //!   extractor upgrade re-chunks only its format, `--formats`, files not read counted by
 //!   extension.
+//! - `formats_html_rst`: the HTML and reStructuredText corpora found by what they hold, at the
+//!   lines that hold it; hostile pages and files finish with output bounded by their size.
 //! - `fuzz_regressions`: every input kept under `tests/fuzz_regressions/` passes its fuzz
 //!   target's property checks (`fuzz/src/lib.rs`).
+//! - `formats_pdf_adoc`: real PDFs found at their page's lines, hostile PDFs (bombs, loops,
+//!   deep nesting, encryption) each a warning while the run goes on in bounded memory, the
+//!   Spring Security AsciiDoc read with its headings, the pdf and asciidoc fuzz properties.
 
 mod support;
 
@@ -140,6 +145,8 @@ mod embedding;
 mod faults;
 mod foreign_store;
 mod formats;
+mod formats_html_rst;
+mod formats_pdf_adoc;
 mod fuzz_regressions;
 mod heal;
 mod hostile_input;

@@ -1,0 +1,7 @@
+//! Fuzz target `html`: see `groundidx_fuzz::check_html` for the properties it checks.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| groundidx_fuzz::check_html(data));
