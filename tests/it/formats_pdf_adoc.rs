@@ -265,13 +265,23 @@ fn real_pdfs_are_found_at_their_page_lines() {
         hit["lines"][0].as_u64().expect("line"),
         hit["lines"][1].as_u64().expect("line"),
     );
-    // Lines of the page's text: a page of this paper has about 50.
+    // Lines of a page's text (a page of this paper has about 50). Where hits carry their
+    // pages, the passage is on page 2 or runs over it, and its lines are of its first and last
+    // page.
     assert!(
-        1 <= first && first <= last && last <= 80,
-        "lines {first}-{last} of a page"
+        (1..=80).contains(&first) && (1..=80).contains(&last),
+        "{hit:#}"
     );
-    if let Some(pages) = hit.get("pages").filter(|p| !p.is_null()) {
-        assert_eq!(pages[0], 2, "{hit:#}");
+    let pages = hit
+        .get("pages")
+        .and_then(Value::as_array)
+        .map(|pages| (pages[0].as_u64(), pages[1].as_u64()));
+    match pages {
+        Some((Some(from), Some(to))) => {
+            assert!(from <= 2 && 2 <= to, "{hit:#}");
+            assert!(from < to || first <= last, "{hit:#}");
+        }
+        _ => assert!(first <= last, "{hit:#}"),
     }
 
     let hit = first_hit(
