@@ -1005,7 +1005,8 @@ impl PageState {
 mod tests {
     use std::time::Duration;
 
-    use super::super::{Deadline, Extracted, Limits, Location, Locations, Structure, Unit};
+    use super::super::testing::{lines_of, units};
+    use super::super::{Deadline, Extracted, Limits};
     use super::{Focus, Page, extract, tokenize};
 
     fn read(html: &str) -> Extracted {
@@ -1014,41 +1015,6 @@ mod tests {
 
     fn read_with(html: &str, limits: &Limits) -> Extracted {
         extract(html, limits, &Deadline::after(limits.time))
-    }
-
-    /// Each unit as `H<level> text` or its text, in order.
-    fn units(extracted: &Extracted) -> Vec<String> {
-        let Structure::Units(units) = &extracted.structure else {
-            panic!("units")
-        };
-        units
-            .iter()
-            .map(|unit| match unit {
-                Unit::Heading { level, text, .. } => format!("H{level} {text}"),
-                Unit::Body { range } | Unit::Markup { range } => {
-                    extracted.text[range.clone()].to_string()
-                }
-            })
-            .collect()
-    }
-
-    fn locations(extracted: &Extracted) -> &[Location] {
-        let Locations::Mapped(locations) = &extracted.locations else {
-            panic!("mapped")
-        };
-        assert_eq!(locations.len(), extracted.text.lines().count());
-        locations
-    }
-
-    /// The source lines of the text's line holding `needle`.
-    fn lines_of(extracted: &Extracted, needle: &str) -> (u32, u32) {
-        let index = extracted
-            .text
-            .lines()
-            .position(|line| line.contains(needle))
-            .unwrap_or_else(|| panic!("{needle:?} not in {:?}", extracted.text));
-        let at = locations(extracted)[index];
-        (at.first, at.last)
     }
 
     #[test]

@@ -588,6 +588,47 @@ pub(crate) fn lines(first: usize, last: usize) -> Location {
     }
 }
 
+/// What the extractors' unit tests read of an extraction.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{Extracted, Location, Locations, Structure, Unit};
+
+    /// Each unit as `H<level> text` or its text, in order.
+    pub(crate) fn units(extracted: &Extracted) -> Vec<String> {
+        let Structure::Units(units) = &extracted.structure else {
+            panic!("units")
+        };
+        units
+            .iter()
+            .map(|unit| match unit {
+                Unit::Heading { level, text, .. } => format!("H{level} {text}"),
+                Unit::Body { range } | Unit::Markup { range } => {
+                    extracted.text[range.clone()].to_string()
+                }
+            })
+            .collect()
+    }
+
+    pub(crate) fn locations(extracted: &Extracted) -> &[Location] {
+        let Locations::Mapped(locations) = &extracted.locations else {
+            panic!("mapped")
+        };
+        assert_eq!(locations.len(), extracted.text.lines().count());
+        locations
+    }
+
+    /// The source lines of the text's line holding `needle`.
+    pub(crate) fn lines_of(extracted: &Extracted, needle: &str) -> (u32, u32) {
+        let index = extracted
+            .text
+            .lines()
+            .position(|line| line.contains(needle))
+            .unwrap_or_else(|| panic!("{needle:?} not in {:?}", extracted.text));
+        let at = locations(extracted)[index];
+        (at.first, at.last)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Format, FormatSet, Limits, Location, Locations, Structure, TextBuilder, Unit};
