@@ -1,5 +1,6 @@
-//! The agent tools, `search_docs` and `get_chunk`: their arguments, checked strictly, and their
-//! execution against a store reader. Read-only: nothing here writes.
+//! The agent tools: `search_docs` and `get_chunk` here, `read_document` and `list_documents`
+//! in `read`; their arguments, checked strictly (the filters they share in `filter`), and
+//! their execution against a store reader. Read-only: nothing here writes.
 //!
 //! A call's answer is the JSON text of its structured result, produced once here, so the same
 //! bytes go into the idempotency record, the MCP result and the HTTP body.
@@ -11,13 +12,22 @@ use crate::cursor::{Cursor, CursorKey};
 use crate::error::Result;
 use crate::ids::ChunkId;
 use crate::index::Snapshot;
-use crate::ledger::ChunkFilter;
 use crate::search::{self, ChunkRecord, MAX_TOP_K, MIN_SCORE_RANGE, Mode, SearchRequest, Sources};
 use crate::store::StoreReader;
 use crate::vectors::VectorSet;
 
+pub mod filter;
+pub mod read;
+
+pub use read::{ListRequest, ReadRequest, Span};
+
 /// The tools, in the order `tools/list` gives them.
-pub const TOOL_NAMES: [&str; 2] = ["search_docs", "get_chunk"];
+pub const TOOL_NAMES: [&str; 4] = [
+    "search_docs",
+    "get_chunk",
+    "read_document",
+    "list_documents",
+];
 /// The longest query accepted.
 pub const MAX_QUERY_CHARS: usize = 10_000;
 /// Hits when `top_k` is not given.
@@ -34,6 +44,26 @@ pub enum ToolRequest {
         cursor: String,
     },
     GetChunk(ChunkId),
+    ReadDocument(ReadRequest),
+    ListDocuments(ListRequest),
+}
+
+/// Why a tool did not answer: the store failed, or a cursor cannot be continued.
+#[derive(Debug)]
+pub enum ToolError {
+    Store(crate::error::Error),
+    /// Not a cursor this store gave for this call: why.
+    InvalidCursor(String),
+    /// A cursor of a generation the store has moved past.
+    CursorExpired {
+        generation: u64,
+    },
+}
+
+impl From<crate::error::Error> for ToolError {
+    fn from(error: crate::error::Error) -> ToolError {
+        ToolError::Store(error)
+    }
 }
 
 #[derive(Deserialize)]
@@ -41,8 +71,17 @@ pub enum ToolRequest {
 struct SearchDocsArgs {
     query: String,
     top_k: Option<serde_json::Number>,
-    path_prefix: Option<String>,
-    tags: Option<Vec<String>>,
+    // The filter's fields, read by `filter::parse`.
+    #[serde(rename = "root")]
+    _root: Option<Value>,
+    #[serde(rename = "path_prefix")]
+    _path_prefix: Option<Value>,
+    #[serde(rename = "path_glob")]
+    _path_glob: Option<Value>,
+    #[serde(rename = "tags")]
+    _tags: Option<Value>,
+    #[serde(rename = "fields")]
+    _fields: Option<Value>,
     cursor: Option<String>,
     mode: Option<String>,
     min_score: Option<f64>,
@@ -77,7 +116,6 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                     ("query", "a string", Value::is_string),
                     // `null` is not absent: the schema says integer, so it is refused.
                     ("top_k", "an integer", |v| v.is_i64() || v.is_u64()),
-                    ("path_prefix", "a string", Value::is_string),
                     ("cursor", "a string (a next_cursor)", Value::is_string),
                     ("min_score", "a number between -1 and 1", |v| {
                         v.as_f64().is_some_and(|x| {
@@ -91,12 +129,9 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                         "one of \"hybrid\", \"lexical\", \"semantic\"",
                         |v| v.as_str().is_some_and(|m| Mode::NAMES.contains(&m)),
                     ),
-                    ("tags", "an array of strings", |v| {
-                        v.as_array()
-                            .is_some_and(|tags| tags.iter().all(Value::is_string))
-                    }),
                 ],
             )?;
+            let filter = filter::parse(arguments)?;
             let args: SearchDocsArgs =
                 serde_json::from_value(arguments.clone()).map_err(invalid)?;
             let query = args.query.trim();
@@ -112,23 +147,10 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                 None => DEFAULT_TOP_K,
                 Some(number) => top_k_in_range(number)?,
             };
-            let tags = args.tags.unwrap_or_default();
-            if tags.len() > 32 || tags.iter().any(|t| t.is_empty() || t.len() > 256) {
-                return Err(ArgumentError::Invalid(
-                    "tags must be at most 32 non-empty strings of at most 256 bytes".into(),
-                ));
-            }
             let request = SearchRequest {
                 query: query.to_string(),
                 top_k,
-                filter: ChunkFilter {
-                    path_prefix: args
-                        .path_prefix
-                        .map(|p| p.trim_start_matches("./").to_string())
-                        .filter(|p| !p.is_empty()),
-                    tags,
-                    root: None,
-                },
+                filter,
                 mode: args
                     .mode
                     .as_deref()
@@ -159,6 +181,8 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
             })?;
             Ok(ToolRequest::GetChunk(id))
         }
+        "read_document" => read::parse_read(arguments).map(ToolRequest::ReadDocument),
+        "list_documents" => read::parse_list(arguments).map(ToolRequest::ListDocuments),
         other => Err(ArgumentError::UnknownTool(other.to_string())),
     }
 }
@@ -177,25 +201,31 @@ fn top_k_in_range(number: &serde_json::Number) -> Result<usize, ArgumentError> {
 }
 
 /// A field's name, what it must be, and the check that it is.
-type FieldType = (&'static str, &'static str, fn(&Value) -> bool);
+pub(crate) type FieldType = (&'static str, &'static str, fn(&Value) -> bool);
 
 /// Refuses a field of the wrong JSON type with a message that names it: serde's own says only
 /// "invalid type: floating point `2.5`, expected u64". Absent fields are left to serde.
-fn check_types(arguments: &Value, fields: &[FieldType]) -> Result<(), ArgumentError> {
+pub(crate) fn check_types(arguments: &Value, fields: &[FieldType]) -> Result<(), ArgumentError> {
     for (name, expected, fits) in fields {
         if let Some(value) = arguments.get(*name)
             && !fits(value)
         {
-            let mut shown: String = value.to_string().chars().take(41).collect();
-            if shown.chars().count() > 40 {
-                shown = shown.chars().take(40).chain(['…']).collect();
-            }
             return Err(ArgumentError::Invalid(format!(
-                "{name} must be {expected}, not {shown}"
+                "{name} must be {expected}, not {}",
+                shown(value)
             )));
         }
     }
     Ok(())
+}
+
+/// A value as an error message shows it: its JSON, cut at 40 characters.
+pub(crate) fn shown(value: &Value) -> String {
+    let mut shown: String = value.to_string().chars().take(41).collect();
+    if shown.chars().count() > 40 {
+        shown = shown.chars().take(40).chain(['…']).collect();
+    }
+    shown
 }
 
 /// An executed call's answer.
@@ -234,6 +264,9 @@ pub fn cursor_request(request: &SearchRequest) -> Vec<u8> {
     if let Some(floor) = request.min_score {
         bound["min_score"] = serde_json::json!(floor);
     }
+    if let Value::Object(bound) = &mut bound {
+        filter::bound(&request.filter, bound);
+    }
     bound.to_string().into_bytes()
 }
 
@@ -248,6 +281,28 @@ pub fn search_docs(
     pages: Option<&CursorKey>,
 ) -> Result<ToolAnswer> {
     let ledger = reader.ledger()?;
+    let mut resolved;
+    let mut request = request;
+    if let Some(named) = &request.filter.root {
+        match filter::resolve_root(&ledger, named)? {
+            Ok(root) => {
+                resolved = request.clone();
+                resolved.filter.root = Some(root);
+                request = &resolved;
+            }
+            Err(why) => {
+                let generation = snapshot.generation().0;
+                return Ok(ToolAnswer {
+                    body: serde_json::json!({"error": {"code": "not_found", "message": why}})
+                        .to_string(),
+                    is_error: true,
+                    outcome: "not_found",
+                    n_hits: 0,
+                    index_generation: generation,
+                });
+            }
+        }
+    }
     let embedder = reader.embedder();
     let model_problem = reader.model_problem();
     let sources = Sources {
@@ -295,52 +350,36 @@ struct ChunkAnswer<'a> {
     chunk: &'a ChunkRecord,
 }
 
-/// Runs a validated call against the reader's current snapshot, without page cursors (the
-/// agent path pages through `search_docs`, which `keys` calls with the store's cursor key).
-pub fn execute(reader: &StoreReader, request: &ToolRequest) -> Result<ToolAnswer> {
-    match request {
-        ToolRequest::SearchDocs(search_request) => search_docs(
-            reader,
-            &reader.index().snapshot(),
-            reader.vectors().as_deref(),
-            search_request,
-            0,
-            None,
-        ),
-        ToolRequest::SearchPage { .. } => Err(crate::error::Error::Usage(
-            "a search_docs cursor is read by the agent path only".into(),
-        )),
-        ToolRequest::GetChunk(id) => {
-            // The generation of the snapshot searches see, as a search would answer it.
-            let generation = reader.index().snapshot().generation().0;
-            match search::get_chunk(reader, id)? {
-                Some(chunk) => Ok(ToolAnswer {
-                    body: serde_json::to_string(&ChunkAnswer {
-                        generation,
-                        last_ingest: reader
-                            .ledger()?
-                            .last_ingest_ms()?
-                            .map(crate::clock::rfc3339),
-                        chunk: &chunk,
-                    })
-                    .expect("a chunk serialises"),
-                    is_error: false,
-                    outcome: "ok",
-                    n_hits: 1,
-                    index_generation: generation,
-                }),
-                None => Ok(ToolAnswer {
-                    body: serde_json::json!({"error": {
-                        "code": "not_found",
-                        "message": format!("no chunk {id} in the store; it may have been removed by a later ingest"),
-                    }})
-                    .to_string(),
-                    is_error: true,
-                    outcome: "not_found",
-                    n_hits: 0,
-                    index_generation: generation,
-                }),
-            }
-        }
+/// Runs `get_chunk` against the reader's ledger; the answer names the generation searches see.
+pub fn get_chunk(reader: &StoreReader, id: &ChunkId) -> Result<ToolAnswer> {
+    // The generation of the snapshot searches see, as a search would answer it.
+    let generation = reader.index().snapshot().generation().0;
+    match search::get_chunk(reader, id)? {
+        Some(chunk) => Ok(ToolAnswer {
+            body: serde_json::to_string(&ChunkAnswer {
+                generation,
+                last_ingest: reader
+                    .ledger()?
+                    .last_ingest_ms()?
+                    .map(crate::clock::rfc3339),
+                chunk: &chunk,
+            })
+            .expect("a chunk serialises"),
+            is_error: false,
+            outcome: "ok",
+            n_hits: 1,
+            index_generation: generation,
+        }),
+        None => Ok(ToolAnswer {
+            body: serde_json::json!({"error": {
+                "code": "not_found",
+                "message": format!("no chunk {id} in the store; it may have been removed by a later ingest"),
+            }})
+            .to_string(),
+            is_error: true,
+            outcome: "not_found",
+            n_hits: 0,
+            index_generation: generation,
+        }),
     }
 }

@@ -747,7 +747,19 @@ pub fn query(fixture: &QueryFixture, data: &[u8]) {
         arguments["tags"] = json!(filter.tags);
     }
     if let Ok(request) = tools::parse("search_docs", &arguments) {
-        let answer = tools::execute(&fixture.reader, &request).expect("search_docs runs");
+        let ToolRequest::SearchDocs(request) = request else {
+            panic!("search_docs arguments without a cursor parse as a first page");
+        };
+        let reader = &fixture.reader;
+        let answer = tools::search_docs(
+            reader,
+            &reader.index().snapshot(),
+            reader.vectors().as_deref(),
+            &request,
+            0,
+            None,
+        )
+        .expect("search_docs runs");
         let body: Value = serde_json::from_str(&answer.body).expect("the answer is JSON");
         let tool_hits = body["hits"].as_array().expect("hits");
         assert_eq!(answer.n_hits as usize, tool_hits.len());
@@ -823,6 +835,35 @@ fn check_parse(tool: &str, arguments: &Value) {
                 Some(id.to_hex().as_str()),
                 arguments["chunk_id"].as_str(),
                 "get_chunk accepted another spelling of an ID"
+            );
+        }
+        Ok(ToolRequest::ReadDocument(request)) => {
+            assert_eq!(tool, "read_document");
+            assert!(
+                (tools::read::MIN_MAX_CHARS..=tools::read::MAX_MAX_CHARS)
+                    .contains(&request.max_chars)
+            );
+            match &request.span {
+                tools::read::Span::Lines(first, last) | tools::read::Span::Pages(first, last) => {
+                    assert!(1 <= *first && first <= last, "{:?}", request.span);
+                }
+                tools::read::Span::Around(id, around) => {
+                    assert_eq!(Some(id.to_hex().as_str()), arguments["chunk_id"].as_str());
+                    assert!(*around <= tools::read::MAX_AROUND);
+                }
+                tools::read::Span::Whole => assert!(request.path.is_some()),
+            }
+            assert_eq!(
+                tools::parse(tool, arguments),
+                Ok(ToolRequest::ReadDocument(request))
+            );
+        }
+        Ok(ToolRequest::ListDocuments(request)) => {
+            assert_eq!(tool, "list_documents");
+            assert!((1..=tools::read::MAX_LIMIT).contains(&request.limit));
+            assert_eq!(
+                tools::parse(tool, arguments),
+                Ok(ToolRequest::ListDocuments(request))
             );
         }
         Err(_) => {}

@@ -5,6 +5,7 @@ use groundidx::Result;
 use groundidx::ledger::ChunkFilter;
 use groundidx::search::{self, SearchRequest, SearchResponse};
 use groundidx::store::StoreReader;
+use groundidx::tools::filter::normalise_path;
 
 use crate::cli::output;
 use crate::cli::style::{self, Style};
@@ -32,6 +33,16 @@ pub struct Args {
     #[arg(long, value_name = "TAG")]
     pub tag: Vec<String>,
 
+    /// Only hits from files whose path (relative to its folder) matches this glob: `*` within
+    /// a folder, `**` across folders, `{a,b}`, `[abc]` (e.g. 'guides/**/*.md')
+    #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
+    pub glob: Option<String>,
+
+    /// Only hits from documents whose front-matter field KEY is VALUE (ignoring case); repeat
+    /// to require several
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_field)]
+    pub field: Vec<(String, String)>,
+
     /// Only hits from documents under this ingested folder (one of the store's roots)
     #[arg(long, value_name = "DIR")]
     pub root: Option<std::path::PathBuf>,
@@ -49,6 +60,21 @@ pub struct Args {
 
     #[command(flatten)]
     pub embed: crate::cli::embed_args::EmbedArgs,
+}
+
+fn parse_glob(text: &str) -> std::result::Result<String, String> {
+    groundidx::ledger::path_glob(text).map(|_| text.to_string())
+}
+
+fn parse_field(text: &str) -> std::result::Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_string(), value.to_string()))
+        }
+        _ => Err(format!(
+            "{text:?} is not KEY=VALUE (a front-matter field and the value it must have, e.g. status=final)"
+        )),
+    }
 }
 
 fn parse_min_score(text: &str) -> std::result::Result<f32, String> {
@@ -78,12 +104,11 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         query: args.query.clone(),
         top_k: args.top_k,
         filter: ChunkFilter {
-            path_prefix: args
-                .path
-                .as_ref()
-                .map(|p| p.trim_start_matches("./").to_string()),
+            path_prefix: args.path.as_deref().and_then(normalise_path),
+            path_glob: args.glob.clone(),
             tags: args.tag.clone(),
             root,
+            fields: args.field.clone(),
         },
         mode: args.mode,
         min_score: args.min_score,

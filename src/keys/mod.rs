@@ -276,7 +276,7 @@ impl CallError {
             CallError::InvalidKey(why) => format!("invalid idempotency key: {why}"),
             CallError::InvalidArguments(why) => format!("invalid arguments: {why}"),
             CallError::UnknownTool(name) => {
-                format!("unknown tool {name:?}; the tools are search_docs and get_chunk")
+                format!("unknown tool {name:?}; the tools are {}", tools::TOOL_NAMES.join(", "))
             }
             CallError::KeyReused { key } => format!(
                 "idempotency key '{key}' was first used with different arguments; retry with the original arguments, or use a new key for a new call"
@@ -907,7 +907,15 @@ impl Agent {
                     Some(&self.cursor_key),
                 )
             }
-            ToolRequest::GetChunk(_) => tools::execute(reader, request),
+            ToolRequest::GetChunk(id) => tools::get_chunk(reader, id),
+            ToolRequest::ReadDocument(read) => {
+                return tools::read::read_document(reader, read, &self.cursor_key)
+                    .map_err(tool_error);
+            }
+            ToolRequest::ListDocuments(list) => {
+                return tools::read::list_documents(reader, list, &self.cursor_key)
+                    .map_err(tool_error);
+            }
         };
         answer.map_err(unavailable)
     }
@@ -1018,6 +1026,15 @@ fn is_unreachable(err: &Error) -> bool {
             ..
         }
     )
+}
+
+/// A read tool's failure as the call's refusal.
+fn tool_error(error: tools::ToolError) -> CallError {
+    match error {
+        tools::ToolError::Store(error) => unavailable(error),
+        tools::ToolError::InvalidCursor(why) => CallError::InvalidArguments(why),
+        tools::ToolError::CursorExpired { generation } => CallError::CursorExpired { generation },
+    }
 }
 
 fn unavailable(err: Error) -> CallError {

@@ -519,12 +519,21 @@ fn apply(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
                 // so this host reads the file once if it ever ingests it.
                 tx.prepare_cached(
                     "INSERT INTO sources
-                       (root_id, path, doc_hash, size, mtime_ns, ctime_ns, inode, recorded_ns)
-                     VALUES (?1, ?2, ?3, 0, 0, 0, 0, 0)
+                       (root_id, path, doc_hash, size, mtime_ns, ctime_ns, inode, recorded_ns,
+                        since_generation)
+                     VALUES (?1, ?2, ?3, 0, 0, 0, 0, 0, ?4)
                      ON CONFLICT (root_id, path) DO UPDATE SET doc_hash = excluded.doc_hash,
-                       size = 0, mtime_ns = 0, ctime_ns = 0, inode = 0, recorded_ns = 0",
+                       size = 0, mtime_ns = 0, ctime_ns = 0, inode = 0, recorded_ns = 0,
+                       since_generation = excluded.since_generation",
                 )
-                .and_then(|mut stmt| stmt.execute(params![root_id, source.path, new.as_bytes()]))
+                .and_then(|mut stmt| {
+                    stmt.execute(params![
+                        root_id,
+                        source.path,
+                        new.as_bytes(),
+                        changes.generation.0 as i64
+                    ])
+                })
                 .map_err(sql_error(format!("write source {}", source.path)))?;
             }
             (_, None) => {
@@ -536,7 +545,7 @@ fn apply(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
         old_docs.extend(old.filter(|old| Some(*old) != source.doc_hash));
     }
     for document in &changes.documents {
-        write_document(tx, document)?;
+        write_document(tx, document, changes.generation)?;
     }
     for doc_hash in old_docs {
         let held = tx
@@ -608,9 +617,27 @@ fn apply(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
     Ok(())
 }
 
-fn write_document(tx: &Transaction<'_>, document: &DocumentRow) -> Result<()> {
+fn write_document(
+    tx: &Transaction<'_>,
+    document: &DocumentRow,
+    generation: Generation,
+) -> Result<()> {
     let doc_hash = document.doc_hash;
     let context = || format!("write document {doc_hash}");
+    // A document chunked again (a newer recipe) is other content at every path that holds it.
+    let before: Vec<ChunkId> = tx
+        .prepare_cached("SELECT chunk_id FROM doc_chunks WHERE doc_hash = ?1 ORDER BY ordinal")
+        .and_then(|mut stmt| {
+            stmt.query_map([doc_hash.as_bytes()], |row| chunk_id_column(row, 0))
+                .and_then(|rows| rows.collect())
+        })
+        .map_err(sql_error(context()))?;
+    let after: Vec<ChunkId> = document.chunks.iter().map(|c| c.chunk_id).collect();
+    if !before.is_empty() && before != after {
+        tx.prepare_cached("UPDATE sources SET since_generation = ?2 WHERE doc_hash = ?1")
+            .and_then(|mut stmt| stmt.execute(params![doc_hash.as_bytes(), generation.0 as i64]))
+            .map_err(sql_error(context()))?;
+    }
     for sql in [
         "DELETE FROM doc_chunks WHERE doc_hash = ?1",
         "DELETE FROM doc_tags WHERE doc_hash = ?1",

@@ -7,6 +7,7 @@
 //!
 //! It never touches the index; `store` applies `chunk_log` to Tantivy.
 
+mod documents;
 mod keys_sql;
 mod mirror;
 mod pool;
@@ -27,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::ids::{ChunkId, DocHash, Generation};
 use crate::walk::FileStat;
 
+pub use documents::{DocumentEntry, Listing, Passage, path_glob};
 pub use keys_sql::{AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow};
 pub use mirror::{
     ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, MirrorBinding, ModelRecord,
@@ -179,15 +181,24 @@ pub struct Counts {
 pub struct ChunkFilter {
     /// Keep chunks with a source whose path (relative to its root) starts with this.
     pub path_prefix: Option<String>,
+    /// Keep chunks with a source whose path matches this glob (`documents::path_glob`).
+    pub path_glob: Option<String>,
     /// Keep chunks of documents that carry every one of these tags.
     pub tags: Vec<String>,
     /// Keep chunks with a source under this root (its canonical path, as `roots` lists it).
     pub root: Option<String>,
+    /// Keep chunks of documents whose front-matter field `key` is `value` (ignoring case),
+    /// for every pair.
+    pub fields: Vec<(String, String)>,
 }
 
 impl ChunkFilter {
     pub fn is_empty(&self) -> bool {
-        self.path_prefix.is_none() && self.tags.is_empty() && self.root.is_none()
+        self.path_prefix.is_none()
+            && self.path_glob.is_none()
+            && self.tags.is_empty()
+            && self.root.is_none()
+            && self.fields.is_empty()
     }
 }
 
@@ -202,6 +213,8 @@ pub struct Ledger {
     /// Whether `doc_chunks` has its page columns (schema version 9): a reader may open an older
     /// ledger that a writer has not upgraded yet.
     has_pages: bool,
+    /// Whether its sources record the generation they hold their content from (schema 10).
+    has_since: bool,
 }
 
 impl Ledger {
@@ -294,11 +307,15 @@ impl Ledger {
         let has_pages = conn
             .prepare("SELECT page_start FROM doc_chunks LIMIT 0")
             .is_ok();
+        let has_since = conn
+            .prepare("SELECT since_generation FROM sources LIMIT 0")
+            .is_ok();
         Ok(Ledger {
             conn,
             path: path.to_path_buf(),
             immutable,
             has_pages,
+            has_since,
         })
     }
 
@@ -707,47 +724,6 @@ impl Ledger {
             .map_err(sql_error("read roots"))
     }
 
-    /// The short keys (`ChunkId::short`) of the chunks that pass `filter`.
-    pub fn chunks_matching(&self, filter: &ChunkFilter) -> Result<HashSet<u64>> {
-        let mut sql = String::from(
-            "SELECT DISTINCT dc.chunk_id FROM doc_chunks dc
-             JOIN sources s ON s.doc_hash = dc.doc_hash WHERE 1 = 1",
-        );
-        let mut args: Vec<String> = Vec::new();
-        if let Some(prefix) = &filter.path_prefix {
-            args.push(prefix.clone());
-            sql.push_str(&format!(
-                " AND substr(s.path, 1, length(?{n})) = ?{n}",
-                n = args.len()
-            ));
-        }
-        if let Some(root) = &filter.root {
-            args.push(root.clone());
-            sql.push_str(&format!(
-                " AND s.root_id = (SELECT root_id FROM roots WHERE path = ?{})",
-                args.len()
-            ));
-        }
-        for tag in &filter.tags {
-            args.push(tag.to_lowercase());
-            sql.push_str(&format!(
-                " AND EXISTS (SELECT 1 FROM doc_tags t WHERE t.doc_hash = dc.doc_hash AND t.tag = ?{})",
-                args.len()
-            ));
-        }
-        let mut stmt = self
-            .conn
-            .prepare(&sql)
-            .map_err(sql_error("filter chunks"))?;
-        let rows = stmt
-            .query_map(rusqlite::params_from_iter(args.iter()), |row| {
-                chunk_id_column(row, 0).map(|id| id.short())
-            })
-            .map_err(sql_error("filter chunks"))?;
-        rows.collect::<rusqlite::Result<_>>()
-            .map_err(sql_error("filter chunks"))
-    }
-
     /// Counts for `status`.
     /// The number of chunks alone (what a no-op embedding run reports, without the other counts).
     pub fn chunk_count(&self) -> Result<u64> {
@@ -840,6 +816,8 @@ fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<BatchOut
             generation,
             outcome: &mut outcome,
             logged: HashSet::new(),
+            changed_paths: Vec::new(),
+            rechunked: Vec::new(),
         };
         // What the chunks the batch touches are called before it: a chunk that stays but
         // whose documents' names or fields change is logged again for the index.
@@ -860,6 +838,14 @@ fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<BatchOut
             writer.update_stat(batch.root, path, stat, *recorded_ns)?;
         }
         writer.log_relabelled(before)?;
+        let advances = writer.outcome.chunks_added
+            + writer.outcome.chunks_removed
+            + writer.outcome.chunks_reindexed
+            > 0;
+        // A batch that logs no chunk (a rename, a move) leaves the generation where it is, and
+        // so is what its sources hold from.
+        let reached = if advances { generation } else { current };
+        writer.mark_since(batch.root, reached)?;
     }
     if outcome.chunks_added + outcome.chunks_removed + outcome.chunks_reindexed > 0 {
         tx.execute(
@@ -914,6 +900,10 @@ struct BatchWriter<'a> {
     outcome: &'a mut BatchOutcome,
     /// The chunks this batch has logged so far.
     logged: HashSet<ChunkId>,
+    /// The paths that hold other content after the batch, and the documents chunked again:
+    /// their sources' `since_generation` is set once the batch knows the generation it reaches.
+    changed_paths: Vec<String>,
+    rechunked: Vec<DocHash>,
 }
 
 impl BatchWriter<'_> {
@@ -1013,7 +1003,32 @@ impl BatchWriter<'_> {
             upsert.recorded_ns,
         ])
         .map_err(sql_error(format!("write source {}", upsert.path)))?;
+        if old != Some(upsert.doc_hash) {
+            self.changed_paths.push(upsert.path.clone());
+        }
         Ok(old.filter(|old| *old != upsert.doc_hash))
+    }
+
+    /// Records `reached`, the generation the batch brings the ledger to, as the generation from
+    /// which each path it gave other content, and each source of a document it chunked again,
+    /// holds what it holds now (`read_document` pins a generation with it).
+    fn mark_since(&mut self, root: RootId, reached: i64) -> Result<()> {
+        let context = || "record what the sources hold from".to_string();
+        for path in &self.changed_paths {
+            self.tx
+                .prepare_cached(
+                    "UPDATE sources SET since_generation = ?3 WHERE root_id = ?1 AND path = ?2",
+                )
+                .and_then(|mut stmt| stmt.execute(params![root.0, path, reached]))
+                .map_err(sql_error(context()))?;
+        }
+        for doc_hash in &self.rechunked {
+            self.tx
+                .prepare_cached("UPDATE sources SET since_generation = ?2 WHERE doc_hash = ?1")
+                .and_then(|mut stmt| stmt.execute(params![doc_hash.as_bytes(), reached]))
+                .map_err(sql_error(context()))?;
+        }
+        Ok(())
     }
 
     /// Deletes the source; returns the document it held.
@@ -1095,6 +1110,7 @@ impl BatchWriter<'_> {
     /// removed, so a chunk both lists hold stays in the index.
     fn rechunk(&mut self, doc_hash: &DocHash, document: &NewDocument) -> Result<()> {
         let context = || format!("chunk document {doc_hash} again");
+        self.rechunked.push(*doc_hash);
         let old_ids = self.remove_document_rows(doc_hash, &context)?;
         self.insert_document(doc_hash, document)?;
         self.drop_unreferenced(&old_ids, &context)

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::ledger::sql_error;
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// The oldest version this build opens: older stores are upgraded in place by a writer, and
 /// read as they are by a reader (no reader query depends on what the upgrades add).
@@ -31,7 +31,18 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (7, SCHEMA_V7),
     (8, SCHEMA_V8),
     (9, SCHEMA_V9),
+    (10, SCHEMA_V10),
 ];
+
+/// Version 10: each source records the generation from which its path has held what it holds
+/// now (its document, as chunked): `read_document` answers for a generation a search named only
+/// while the document has not changed since. Rows from before get the generation of the
+/// upgrade: unknown, so taken to be as recent as can be. A reader of an older ledger takes every
+/// document to have changed at the current generation (`Ledger::has_since`).
+const SCHEMA_V10: &str = "
+ALTER TABLE sources ADD COLUMN since_generation INTEGER NOT NULL DEFAULT 0;
+UPDATE sources SET since_generation = (SELECT value FROM meta WHERE name = 'generation');
+";
 
 /// Version 9: a chunk of a format with pages (PDF) records its first and last page; its lines
 /// are then lines of those pages' text. Rows of other formats, and every row from before, have

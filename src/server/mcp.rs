@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    Tool,
+    Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -18,6 +19,7 @@ use crate::clock;
 use crate::keys::{Agent, CallError, CallKey, ToolCall};
 use crate::server::Scope;
 use crate::server::metrics::{Metrics, Outcome};
+use crate::server::resources;
 use crate::server::tools::{mcp_error, mcp_result, tool_list};
 use crate::tools::TOOL_NAMES;
 
@@ -33,7 +35,65 @@ pub struct Handler {
 
 impl Handler {
     fn tools(&self) -> Vec<Tool> {
-        tool_list(self.agent.config().ttl_ms / 86_400_000)
+        tool_list(self.agent.config().ttl_ms)
+    }
+
+    /// Runs a resource request as the call of the tool it is (`list_documents`,
+    /// `read_document`): keyed by the request's `_meta` like a tool call, audited and counted
+    /// under that tool's name. The answer's JSON, or the request's error: a refusal, or the
+    /// tool's error answer (`not_found` as MCP's resource-not-found).
+    async fn resource_call(
+        &self,
+        tool: &'static str,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, ErrorData> {
+        let started = std::time::Instant::now();
+        let key = key_from_meta(&context.meta)
+            .map_err(|error| ErrorData::invalid_params(error.message(), Some(error.to_json())))?;
+        let scope = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Scope>())
+            .unwrap_or(&self.default_scope)
+            .clone();
+        let call = ToolCall {
+            scope: scope.0,
+            key,
+            tool: tool.to_string(),
+            arguments,
+        };
+        let agent = self.agent.clone();
+        let cancel = context.ct.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            agent.call_cancellable(&call, clock::now_ms(), &|| cancel.is_cancelled())
+        })
+        .await
+        .map_err(|err| ErrorData::internal_error(format!("{tool} failed: {err}"), None))?;
+        if let Some(metrics) = &self.metrics {
+            metrics.record(tool, "mcp", Outcome::of(&outcome), started.elapsed());
+        }
+        let response = outcome.map_err(|error| {
+            let code = match error {
+                CallError::InvalidArguments(_)
+                | CallError::InvalidKey(_)
+                | CallError::KeyReused { .. } => ErrorCode::INVALID_PARAMS,
+                _ => ErrorCode::INTERNAL_ERROR,
+            };
+            ErrorData::new(code, error.message(), Some(error.to_json()))
+        })?;
+        let answer: Value = serde_json::from_str(&response.body).unwrap_or(Value::Null);
+        if response.is_error {
+            let message = answer["error"]["message"]
+                .as_str()
+                .unwrap_or("the document cannot be read")
+                .to_string();
+            return Err(match answer["error"]["code"].as_str() {
+                Some("not_found") => ErrorData::resource_not_found(message, Some(answer)),
+                _ => ErrorData::invalid_params(message, Some(answer)),
+            });
+        }
+        Ok(answer)
     }
 }
 
@@ -63,10 +123,15 @@ fn key_from_meta(meta: &serde_json::Map<String, Value>) -> Result<Option<CallKey
 
 impl ServerHandler for Handler {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
             .with_server_info(Implementation::new("groundidx", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "Search the indexed documents with search_docs, then fetch a passage with get_chunk. Pass an idempotency key in _meta so that retries are not logged or counted twice.",
+                "Search the indexed documents with search_docs; read around a hit with read_document (its chunk_id, or its path and lines); list what is indexed with list_documents. The documents are also resources (groundidx://ROOT/PATH).",
             )
     }
 
@@ -102,6 +167,51 @@ impl ServerHandler for Handler {
         ))
     }
 
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut arguments = json!({"limit": crate::tools::read::MAX_LIMIT});
+        if let Some(cursor) = request.and_then(|r| r.cursor) {
+            arguments["cursor"] = json!(cursor);
+        }
+        let answer = self
+            .resource_call("list_documents", arguments, &context)
+            .await?;
+        let mut result = ListResourcesResult::with_all_items(resources::resources(&answer));
+        result.next_cursor = answer["next_cursor"].as_str().map(str::to_string);
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let (root, path) = resources::parse_uri(&request.uri)
+            .map_err(|why| ErrorData::resource_not_found(why, Some(json!({"uri": request.uri}))))?;
+        let arguments = json!({
+            "root": root,
+            "path": path,
+            "max_chars": crate::tools::read::MAX_MAX_CHARS,
+        });
+        let answer = self
+            .resource_call("read_document", arguments, &context)
+            .await?;
+        Ok(ReadResourceResult::new(vec![resources::contents(&request.uri, &answer)]).into())
+    }
+
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.tools().into_iter().find(|tool| tool.name == name)
     }
@@ -125,7 +235,10 @@ impl ServerHandler for Handler {
                 CallError::UnknownTool(String::new()).code(),
             ));
             return Err(ErrorData::invalid_params(
-                format!("unknown tool {tool:?}; the tools are search_docs and get_chunk"),
+                format!(
+                    "unknown tool {tool:?}; the tools are {}",
+                    TOOL_NAMES.join(", ")
+                ),
                 Some(json!({"tool": tool})),
             ));
         }

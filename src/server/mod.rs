@@ -9,6 +9,7 @@ mod connections;
 mod http;
 mod mcp;
 mod metrics;
+mod resources;
 mod stdio;
 mod tools;
 

@@ -18,8 +18,6 @@ fn object(value: Value) -> Arc<JsonObject> {
     }
 }
 
-const KEYS: &str = "Idempotency: pass a key in _meta[\"groundidx/idempotencyKey\"] (1-255 visible ASCII characters; derive it from your checkpointed run id, step and tool-call id, never a fresh random value), or _meta[\"groundidx/runId\"] plus _meta[\"groundidx/step\"]. A retry with the same key and arguments returns the first answer and is audited and counted once; the same key with other arguments is refused. Keys are kept for the configured TTL (7 days by default, never less than 24 hours). Without a key the call is served but cannot be deduplicated: each retry is logged and counted again.";
-
 /// The pages of a passage in a document with pages (PDF); its lines are then lines of those
 /// pages' text.
 fn pages_schema() -> Value {
@@ -125,8 +123,56 @@ fn semantic_schema() -> serde_json::Value {
     })
 }
 
-/// `search_docs` and `get_chunk`, in that order.
-pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
+/// The filter arguments `search_docs` and `list_documents` share (`tools::filter`).
+fn filter_properties() -> Value {
+    json!({
+        "root": {"type": "string", "description": "only documents under this root: a root as sources[].root gives it, or its folder name"},
+        "path_prefix": {"type": "string", "description": "only files whose path (relative to its root) starts with this"},
+        "path_glob": {"type": "string", "description": "only files whose path matches this glob: * within a folder, ** across folders, {a,b}, [abc]; e.g. guides/**/*.md"},
+        "tags": {"type": "array", "items": {"type": "string"}, "description": "only documents carrying every one of these front-matter tags"},
+        "fields": {"type": "object", "additionalProperties": {"type": "string"}, "description": "only documents whose front-matter fields have these values (ignoring case), e.g. {\"status\": \"final\"}"}
+    })
+}
+
+/// A tool's input schema: `properties` (plus the filter's when `filtered`), `required`, and no
+/// other field.
+fn input_schema(properties: Value, filtered: bool, required: &[&str]) -> Arc<JsonObject> {
+    let mut properties = properties;
+    if filtered {
+        for (name, schema) in filter_properties().as_object().expect("an object") {
+            properties[name] = schema.clone();
+        }
+    }
+    object(json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false
+    }))
+}
+
+/// A document's head, as `read_document` and `list_documents` give it.
+fn document_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "root": {"type": "string"},
+            "path": {"type": "string", "description": "relative to root"},
+            "title": {"type": ["string", "null"]},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "fields": {"type": "object", "additionalProperties": {"type": "string"}, "description": "front-matter fields"},
+            "chunks": {"type": "integer", "description": "how many passages it is made of"},
+            "lines": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2, "description": "the lines its passages span"},
+            "pages": pages_schema()
+        },
+        "required": ["root", "path", "title", "tags", "fields", "chunks"]
+    })
+}
+
+/// The tools, in `TOOL_NAMES` order. The descriptions speak to the model about the search
+/// alone: idempotency keys are the orchestrator's to give (in `_meta`), never the model's.
+pub fn tool_list(key_ttl_ms: i64) -> Vec<Tool> {
     let annotations = || {
         ToolAnnotations::new()
             .read_only(true)
@@ -134,7 +180,7 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
             .open_world(false)
     };
     let freshness = json!({
-        "generation": {"type": "integer", "description": "the index generation the answer comes from"},
+        "generation": {"type": "integer", "description": "the store generation the answer comes from"},
         "last_ingest": {"type": ["string", "null"], "description": "when the last ingest finished (RFC 3339)"}
     });
     let mut search_output = json!({
@@ -173,57 +219,152 @@ pub fn tool_list(ttl_days: i64) -> Vec<Tool> {
         }},
         "required": ["generation", "last_ingest", "chunk"]
     });
-    for output in [&mut search_output, &mut chunk_output] {
+    let mut read_output = json!({
+        "type": "object",
+        "properties": {
+            "document": document_schema(),
+            "passages": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "chunk_id": {"type": "string"},
+                    "ordinal": {"type": "integer", "description": "its place in the document, from 0"},
+                    "heading": {"type": "string"},
+                    "lines": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+                    "pages": pages_schema(),
+                    "text": {"type": "string"}
+                },
+                "required": ["chunk_id", "ordinal", "heading", "lines", "text"]
+            }},
+            "next_cursor": {"type": "string", "description": "present when more passages follow: pass it as cursor, with the same arguments, for the next part of the same version"}
+        },
+        "required": ["generation", "last_ingest", "document", "passages"]
+    });
+    let mut list_output = json!({
+        "type": "object",
+        "properties": {
+            "roots": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"root": {"type": "string"}, "documents": {"type": "integer"}},
+                "required": ["root", "documents"]
+            }, "description": "every folder the store holds documents from, with how many"},
+            "documents": {"type": "array", "items": document_schema()},
+            "next_cursor": {"type": "string", "description": "present when more documents follow: pass it as cursor, with the same filters"}
+        },
+        "required": ["generation", "last_ingest", "roots", "documents"]
+    });
+    for output in [
+        &mut search_output,
+        &mut chunk_output,
+        &mut read_output,
+        &mut list_output,
+    ] {
         for (name, schema) in freshness.as_object().expect("an object") {
             output["properties"][name] = schema.clone();
         }
         admit_errors(output);
     }
-    let ttl = format!(" The key TTL of this server is {ttl_days} days.");
-    vec![
+    let range = |what: &str| json!({"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 2, "maxItems": 2, "description": what});
+    let tools = vec![
         Tool::new(
             "search_docs",
-            format!(
-                "Search the indexed documents by words (BM25 with English stemming; identifiers, file names, titles and headings weigh more) and, when the store has embeddings, by meaning, the two fused (mode hybrid, the default then). Returns up to top_k passages, best first, never the same passage twice; each hit lists every file it appears in, its heading path, line range, a snippet with matched terms in **bold**, and the full passage. Read-only. {KEYS}{ttl}"
-            ),
-            object(json!({
-                "$schema": "https://json-schema.org/draft/2020-12/schema",
-                "type": "object",
-                "properties": {
+            "Search the indexed documents by words and, when the store has embeddings, by meaning. Identifiers, file names and titles weigh most: a query that names a document exactly finds it first. Returns up to top_k passages, best first, never the same passage twice, each with every file it appears in (root, path, lines; pages for a PDF), its heading path, a snippet and the full text. To read around a hit, call read_document with its chunk_id.",
+            input_schema(
+                json!({
                     "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "description": "free text; quotes make a phrase; never fails for its syntax"},
                     "top_k": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": DEFAULT_TOP_K},
-                    "path_prefix": {"type": "string", "description": "only passages from files whose path starts with this"},
-                    "tags": {"type": "array", "items": {"type": "string"}, "description": "only documents carrying every one of these front-matter tags"},
                     "cursor": {"type": "string", "description": "the next_cursor of the previous page; with the same query and filters it gives the next top_k hits from the same index generation"},
                     "mode": {"type": "string", "enum": ["hybrid", "lexical", "semantic"], "description": "lexical: by words; semantic: by meaning; hybrid: both fused. Default: hybrid when the store has embeddings, else lexical. The answer says the mode used and the semantic coverage."},
                     "min_score": {"type": "number", "minimum": -1, "maximum": 1, "description": "drop hits whose similarity to the query is below this, so that an answer with no hit means nothing relevant was found; documents named exactly by the query always stay, and so do passages not embedded yet (no similarity: while semantic.state is partial). Needs embeddings: if the query could not be embedded, min_score_unapplied says so and nothing is dropped"}
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            })),
+                }),
+                true,
+                &["query"],
+            ),
         )
         .with_title("Search documents")
         .with_raw_output_schema(object(search_output))
         .with_annotations(annotations()),
         Tool::new(
             "get_chunk",
-            format!(
-                "Fetch one passage by the chunk_id a search returned, with every file it appears in. Read-only; an unknown id is an error result (the passage may have been removed by a later ingest). {KEYS}{ttl}"
+            "Fetch one passage by the chunk_id a search returned, with every file it appears in. An unknown id is an error result: a later ingest may have removed the passage, so search again.",
+            input_schema(
+                json!({"chunk_id": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}),
+                false,
+                &["chunk_id"],
             ),
-            object(json!({
-                "$schema": "https://json-schema.org/draft/2020-12/schema",
-                "type": "object",
-                "properties": {
-                    "chunk_id": {"type": "string", "pattern": "^[0-9a-f]{64}$"}
-                },
-                "required": ["chunk_id"],
-                "additionalProperties": false
-            })),
         )
         .with_title("Get a passage")
         .with_raw_output_schema(object(chunk_output))
         .with_annotations(annotations()),
-    ]
+        Tool::new(
+            "read_document",
+            "Read a document, or the part of it around a passage: by path (as a hit's paths give it), whole or by lines (pages for a PDF), or by a hit's chunk_id with `around` passages on each side. Pass the search answer's generation to read the version the search saw: if the document changed since, the answer is a document_changed error. Long documents come in parts of whole passages; pass next_cursor to go on.",
+            input_schema(
+                json!({
+                    "path": {"type": "string", "description": "the document's path relative to its root, as a hit's paths give it; optional with chunk_id"},
+                    "root": {"type": "string", "description": "the root the path is under (sources[].root, or its folder name); needed only when two roots hold the same path"},
+                    "chunk_id": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "read around this passage (a hit's chunk_id)"},
+                    "around": {"type": "integer", "minimum": 0, "maximum": crate::tools::read::MAX_AROUND, "default": crate::tools::read::DEFAULT_AROUND, "description": "with chunk_id: how many passages before and after it"},
+                    "lines": range("only the passages that overlap these lines, [first, last]"),
+                    "pages": range("only the passages on these pages, [first, last] (a PDF)"),
+                    "generation": {"type": "integer", "minimum": 0, "description": "the generation of the search answer the hit came from: the document is read as that search saw it, or the answer says it has changed"},
+                    "max_chars": {"type": "integer", "minimum": crate::tools::read::MIN_MAX_CHARS, "maximum": crate::tools::read::MAX_MAX_CHARS, "default": crate::tools::read::DEFAULT_MAX_CHARS, "description": "at most this many characters of passage text in one answer (at least one whole passage)"},
+                    "cursor": {"type": "string", "description": "the next_cursor of the previous part, with the same arguments"}
+                }),
+                false,
+                &[],
+            ),
+        )
+        .with_title("Read a document")
+        .with_raw_output_schema(object(read_output))
+        .with_annotations(annotations()),
+        Tool::new(
+            "list_documents",
+            "List the indexed documents and the roots they come from: each document's path, title, tags and front-matter fields. Filter by root, path prefix or glob, words of the title, tags and field values. Answers limit documents at a time; pass next_cursor for more.",
+            input_schema(
+                json!({
+                    "title": {"type": "string", "description": "only documents whose title contains this (ignoring case)"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": crate::tools::read::MAX_LIMIT, "default": crate::tools::read::DEFAULT_LIMIT},
+                    "cursor": {"type": "string", "description": "the next_cursor of the previous answer, with the same filters"}
+                }),
+                true,
+                &[],
+            ),
+        )
+        .with_title("List documents")
+        .with_raw_output_schema(object(list_output))
+        .with_annotations(annotations()),
+    ];
+    let policy = key_policy(key_ttl_ms);
+    tools
+        .into_iter()
+        .map(|mut tool| {
+            let mut meta = MetaObject::new();
+            meta.insert(KEY_POLICY_META.into(), policy.clone());
+            tool.meta = Some(meta);
+            tool
+        })
+        .collect()
+}
+
+/// Where each tool's `_meta` publishes the key policy. It is for the host or orchestrator
+/// that makes keys, never for the model: the descriptions the model reads say nothing of keys.
+pub const KEY_POLICY_META: &str = "groundidx/idempotency";
+
+/// The key policy as data: where a key goes, its form, how long its answer is kept, and what
+/// happens without one (README's "Idempotency keys" says the same in words).
+fn key_policy(key_ttl_ms: i64) -> Value {
+    json!({
+        "meta_key": "groundidx/idempotencyKey",
+        "meta_run_step": ["groundidx/runId", "groundidx/step"],
+        "http_header": "Idempotency-Key",
+        "key_format": format!("1 to {} visible ASCII characters", crate::keys::MAX_KEY_LEN),
+        "max_length": crate::keys::MAX_KEY_LEN,
+        "ttl_seconds": key_ttl_ms / 1000,
+        "same_key_same_arguments": "the first answer again, marked replayed, counted and audited once",
+        "same_key_other_arguments": "refused with idempotency_key_reused; the first answer is kept",
+        "without_key": "executes every time under a key the server makes; not deduplicated",
+        "made_by": "the orchestrator, from checkpointed identity (run, step, call); never by the model"
+    })
 }
 
 /// The `_meta` of a tool result.
@@ -318,12 +459,22 @@ pub const PROBLEM_TYPES: &[(&str, &str, &str)] = &[
     (
         "unknown_tool",
         "Unknown tool",
-        "The tools are search_docs and get_chunk.",
+        "The tools are search_docs, get_chunk, read_document and list_documents.",
     ),
     (
         "not_found",
-        "Chunk not found",
-        "get_chunk ran and the store has no chunk with this id; a later ingest may have removed it. Search again for a current id. The answer is stored under its key and replayed like any other.",
+        "Not found",
+        "The tool ran and found nothing by that name: get_chunk and read_document a chunk id the store no longer holds (a later ingest may have removed it; search again for a current id), read_document a path no document has, a root the store does not have. The answer is stored under its key and replayed like any other.",
+    ),
+    (
+        "ambiguous_path",
+        "Path under several roots",
+        "read_document ran and more than one root holds this path; the detail lists them. Call again with root. The answer is stored under its key and replayed like any other.",
+    ),
+    (
+        "document_changed",
+        "Document changed",
+        "read_document ran with the generation of an earlier search, and the document has changed since (its path now holds other content, or it was chunked again). Search again, or read it without generation for the current version. The answer is stored under its key and replayed like any other.",
     ),
     (
         "rate_limited",
@@ -427,6 +578,7 @@ pub fn answer_problem(body: &str) -> (StatusCode, Value) {
         .to_string();
     let status = match code {
         "not_found" => StatusCode::NOT_FOUND,
+        "ambiguous_path" | "document_changed" => StatusCode::CONFLICT,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, problem_body(status, code, message))

@@ -1044,13 +1044,26 @@ async fn p1_tools_list_is_complete_and_deterministic() {
     let again = mcp.client().list_all_tools().await.expect("tools/list");
     mcp.stop().await;
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, ["search_docs", "get_chunk"]);
+    assert_eq!(
+        names,
+        [
+            "search_docs",
+            "get_chunk",
+            "read_document",
+            "list_documents"
+        ]
+    );
     assert_eq!(
         serde_json::to_value(&tools).expect("json"),
         serde_json::to_value(&again).expect("json"),
         "tools/list must be deterministic"
     );
-    for (tool, required) in [(&tools[0], "query"), (&tools[1], "chunk_id")] {
+    for (tool, required) in [
+        (&tools[0], Some("query")),
+        (&tools[1], Some("chunk_id")),
+        (&tools[2], None),
+        (&tools[3], None),
+    ] {
         let json = serde_json::to_value(tool).expect("json");
         assert!(
             tool.title.as_deref().is_some_and(|t| !t.is_empty()),
@@ -1063,12 +1076,11 @@ async fn p1_tools_list_is_complete_and_deterministic() {
         let input = Value::Object((*tool.input_schema).clone());
         assert_eq!(input["type"], "object", "{json}");
         assert_eq!(input["additionalProperties"], false, "{json}");
-        assert!(
-            input["required"]
-                .as_array()
-                .is_some_and(|r| r.contains(&json!(required))),
-            "{json}"
-        );
+        let listed: &[Value] = input["required"].as_array().map_or(&[], |r| r.as_slice());
+        match required {
+            Some(required) => assert!(listed.contains(&json!(required)), "{json}"),
+            None => assert!(listed.is_empty(), "{json}"),
+        }
         if let Some(dialect) = input.get("$schema") {
             assert!(
                 dialect.as_str().is_some_and(|d| d.contains("2020-12")),
@@ -1115,6 +1127,16 @@ async fn p2_structured_content_matches_the_output_schema() {
     let chunk = mcp
         .call("get_chunk", json!({"chunk_id": chunk_id}), key("p2/chunk"))
         .await;
+    let read = mcp
+        .call(
+            "read_document",
+            json!({"chunk_id": chunk_id, "around": 1}),
+            key("p2/read"),
+        )
+        .await;
+    let list = mcp
+        .call("list_documents", json!({"limit": 3}), key("p2/list"))
+        .await;
     mcp.stop().await;
     for (tool, result, required) in [
         (
@@ -1123,6 +1145,16 @@ async fn p2_structured_content_matches_the_output_schema() {
             ["generation", "last_ingest", "hits"],
         ),
         ("get_chunk", &chunk, ["generation", "last_ingest", "chunk"]),
+        (
+            "read_document",
+            &read,
+            ["generation", "document", "passages"],
+        ),
+        (
+            "list_documents",
+            &list,
+            ["generation", "roots", "documents"],
+        ),
     ] {
         assert!(!result.is_error, "{}", result.raw);
         assert_ne!(result.raw.get("isError"), Some(&json!(true)));
@@ -1234,13 +1266,16 @@ fn p5_stdout_carries_only_json_rpc() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// T5: the published key policy.
+// T5: the published key policy, for the orchestrator that makes keys: README states it in
+// words and every tool's `_meta` as data. The descriptions the model reads say nothing of keys
+// (a model cannot set `_meta`; one that tries puts it into the arguments and is refused).
 
 #[tokio::test]
-async fn t5_tool_descriptions_and_readme_state_the_key_policy() {
+async fn t5_the_key_policy_is_published_to_hosts_and_never_to_the_model() {
     let env = sample_store();
-    let mcp = Mcp::start(&env, &[]).await;
+    let mcp = Mcp::start(&env, &["--key-ttl", "2d"]).await;
     let tools = mcp.client().list_all_tools().await.expect("tools/list");
+    let initialized = mcp.client().peer_info().expect("initialize result");
     mcp.stop().await;
     let states_policy = |text: &str| -> Vec<&'static str> {
         let lower = text.to_lowercase();
@@ -1270,13 +1305,54 @@ async fn t5_tool_descriptions_and_readme_state_the_key_policy() {
         }
         missing
     };
+    let speaks_of_keys = |text: &str| {
+        let lower = text.to_lowercase();
+        ["_meta", "idempoten", "runid", "retry", "replay"]
+            .into_iter()
+            .filter(|word| lower.contains(word))
+            .collect::<Vec<_>>()
+    };
+    let instructions = initialized.instructions.clone().unwrap_or_default();
+    assert!(
+        speaks_of_keys(&instructions).is_empty(),
+        "the instructions speak of keys: {instructions}"
+    );
     for tool in &tools {
         let description = tool.description.as_deref().unwrap_or("");
-        let missing = states_policy(description);
         assert!(
-            missing.is_empty(),
-            "{} description lacks {missing:?}: {description}",
-            tool.name
+            description.len() <= 600,
+            "{}: {} characters, keep it short",
+            tool.name,
+            description.len()
+        );
+        let mut model_facing = vec![description.to_string()];
+        let input = Value::Object((*tool.input_schema).clone());
+        for property in input["properties"]
+            .as_object()
+            .expect("properties")
+            .values()
+        {
+            model_facing.push(property["description"].as_str().unwrap_or("").to_string());
+        }
+        for text in &model_facing {
+            assert!(
+                speaks_of_keys(text).is_empty(),
+                "{}: the model would read of keys ({:?}): {text}",
+                tool.name,
+                speaks_of_keys(text)
+            );
+        }
+        let meta = serde_json::to_value(tool.meta.as_ref().expect("_meta")).expect("json");
+        let policy = &meta["groundidx/idempotency"];
+        assert_eq!(policy["meta_key"], "groundidx/idempotencyKey", "{meta}");
+        assert_eq!(policy["http_header"], "Idempotency-Key", "{meta}");
+        assert_eq!(policy["max_length"], 255, "{meta}");
+        assert_eq!(policy["ttl_seconds"], 2 * 86_400, "--key-ttl 2d: {meta}");
+        assert!(
+            policy["without_key"]
+                .as_str()
+                .is_some_and(|w| w.contains("not deduplicated")),
+            "{meta}"
         );
     }
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
@@ -1284,7 +1360,7 @@ async fn t5_tool_descriptions_and_readme_state_the_key_policy() {
     let missing = states_policy(&readme);
     assert!(missing.is_empty(), "README.md lacks {missing:?}");
     assert!(
-        readme.contains("Idempotency-Key"),
-        "README.md lacks the HTTP header"
+        readme.contains("Idempotency-Key") && readme.contains("groundidx/idempotency\""),
+        "README.md lacks the HTTP header or the tools' _meta policy"
     );
 }

@@ -3,7 +3,9 @@
 //! `serve`'s `/mcp`, showing the message of each tool error; and the Python SDK
 //! (`tests/clients/py/`, installed by `.ci/run` into a venv) in its `legacy` and `2026-07-28`
 //! modes, which must give identical tool results (P4), and the raw JSON-RPC of both revisions on
-//! `/mcp`, where only 2026-07-28 carries `resultType: "complete"`.
+//! `/mcp`, where only 2026-07-28 carries `resultType: "complete"`. Both SDKs also read around a
+//! hit, list documents and browse the documents as resources, with the SDKs' own checks of
+//! each answer against the tool's output schema.
 //!
 //! Without node, npm's install or the venv the tests skip with a message, and fail when `CI` is set.
 
@@ -119,7 +121,16 @@ fn ts_calls() -> Vec<(Value, Option<(&'static str, &'static str)>)> {
 }
 
 fn assert_ts_results(transport: &str, out: &Value) {
-    assert_eq!(out["tools"], json!(["search_docs", "get_chunk"]), "{out}");
+    assert_eq!(
+        out["tools"],
+        json!([
+            "search_docs",
+            "get_chunk",
+            "read_document",
+            "list_documents"
+        ]),
+        "{out}"
+    );
     let results = out["results"].as_array().expect("results");
     let calls = ts_calls();
     assert_eq!(results.len(), calls.len(), "{out}");
@@ -204,6 +215,209 @@ fn typescript_sdk_shows_every_tool_error_over_http() {
     });
     let out = run_client(command, &env, &plan, "ts-http");
     assert_ts_results("http", &out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading: read_document, list_documents and the resources, through each SDK.
+
+/// A search, then reads around its first hit, by lines, lists by glob and tags and by a field,
+/// and a path no document has.
+fn read_calls(prefix: &str) -> Value {
+    let call = |name: &str, arguments: Value, k: &str| json!({"name": name, "arguments": arguments, "_meta": key(&format!("{prefix}/{k}"))});
+    json!([
+        call(
+            "search_docs",
+            json!({"query": "restore a database", "top_k": 1}),
+            "search"
+        ),
+        call(
+            "read_document",
+            json!({"chunk_id": "$first_hit", "around": 1}),
+            "around"
+        ),
+        call(
+            "read_document",
+            json!({"path": "handbook/backups.md", "lines": [12, 16]}),
+            "lines"
+        ),
+        call(
+            "list_documents",
+            json!({"path_glob": "handbook/*.md", "tags": ["operations"]}),
+            "list"
+        ),
+        call(
+            "list_documents",
+            json!({"fields": {"title": "signing key rotation"}}),
+            "fields"
+        ),
+        call(
+            "read_document",
+            json!({"path": "handbook/nope.md"}),
+            "missing"
+        ),
+    ])
+}
+
+const BACKUPS: &str = "groundidx://docs/handbook/backups.md";
+const NO_SUCH: &str = "groundidx://docs/handbook/nope.md";
+
+fn paths(answer: &Value) -> Vec<&str> {
+    answer["documents"]
+        .as_array()
+        .expect("documents")
+        .iter()
+        .map(|d| d["path"].as_str().expect("path"))
+        .collect()
+}
+
+/// What each SDK must show for `read_calls` (results as `{isError, structuredContent}`), and
+/// for the resources: the listing, the template, a document's text with its headings, and
+/// MCP's resource-not-found for a path no document has.
+fn assert_reads(case: &str, results: &[Value], list: &Value, template: &Value, text: &str) {
+    assert_eq!(results.len(), 6, "{case}: {results:?}");
+    for (i, result) in results.iter().take(5).enumerate() {
+        assert_eq!(result["isError"], false, "{case}: call {i}: {result}");
+    }
+    let hit = &results[0]["structuredContent"]["hits"][0];
+    let around = &results[1]["structuredContent"];
+    assert_eq!(
+        around["document"]["path"], "handbook/backups.md",
+        "{case}: {around}"
+    );
+    let ids: Vec<&Value> = around["passages"]
+        .as_array()
+        .expect("passages")
+        .iter()
+        .map(|p| &p["chunk_id"])
+        .collect();
+    assert!(
+        ids.len() == 3 && ids[1] == &hit["chunk_id"],
+        "{case}: the hit and one passage each side: {around}"
+    );
+    let lines = &results[2]["structuredContent"];
+    assert_eq!(
+        lines["passages"][0]["heading"], "Backups and restore > Schedule",
+        "{case}: {lines}"
+    );
+    assert_eq!(
+        lines["passages"].as_array().map(Vec::len),
+        Some(1),
+        "{case}"
+    );
+    assert_eq!(
+        paths(&results[3]["structuredContent"]),
+        [
+            "handbook/backups.md",
+            "handbook/deploys.md",
+            "handbook/key-rotation.md"
+        ],
+        "{case}"
+    );
+    assert_eq!(
+        paths(&results[4]["structuredContent"]),
+        ["handbook/key-rotation.md"],
+        "{case}"
+    );
+    assert_eq!(results[5]["isError"], true, "{case}: {}", results[5]);
+    assert_eq!(
+        results[5]["structuredContent"]["error"]["code"], "not_found",
+        "{case}: {}",
+        results[5]
+    );
+    let uris: Vec<&str> = list
+        .as_array()
+        .expect("resources")
+        .iter()
+        .map(|r| r["uri"].as_str().expect("uri"))
+        .collect();
+    assert_eq!(uris.len(), 8, "{case}: every sample document: {uris:?}");
+    assert!(uris.contains(&BACKUPS), "{case}: {uris:?}");
+    assert_eq!(
+        template["uriTemplate"], "groundidx://{root}/{+path}",
+        "{case}"
+    );
+    assert!(
+        text.contains("## Restore a database\n\nRestores go to a new instance"),
+        "{case}: {text}"
+    );
+}
+
+#[test]
+fn typescript_sdk_reads_documents_and_resources_over_both_transports() {
+    let Some(_) = ts_client() else { return };
+    let env = sample_store();
+    let server = serve_with_env(&env, &[], &[]);
+    let transports = [
+        (
+            "stdio",
+            json!({"stdio": {"command": BIN, "args": ["--store", env.store, "mcp"]}}),
+        ),
+        ("http", json!({"http": format!("{}/mcp", server.base)})),
+    ];
+    for (transport, mut plan) in transports {
+        plan["calls"] = read_calls(&format!("ts/read/{transport}"));
+        plan["resources"] = json!({"read": [BACKUPS, NO_SUCH]});
+        let command = ts_client().expect("checked above");
+        let out = run_client(command, &env, &plan, &format!("ts-read-{transport}"));
+        let results = out["results"].as_array().expect("results");
+        for result in results {
+            assert!(
+                result["thrown"].is_null(),
+                "{transport}: the SDK refused {result}"
+            );
+        }
+        let resources = &out["resources"];
+        let reads = resources["reads"].as_array().expect("reads");
+        assert_reads(
+            transport,
+            results,
+            &resources["list"],
+            &resources["templates"][0],
+            reads[0]["contents"][0]["text"].as_str().unwrap_or_default(),
+        );
+        assert_eq!(reads[1]["code"], -32002, "{transport}: {}", reads[1]);
+    }
+}
+
+#[test]
+fn python_sdk_reads_documents_and_resources_in_each_revision() {
+    let Some(_) = py_client() else { return };
+    let env = sample_store();
+    let server = serve_with_env(&env, &[], &[]);
+    for mode in MODES {
+        let transports = [
+            (
+                "stdio",
+                json!({"stdio": {"command": BIN, "args": ["--store", env.store, "mcp"]}}),
+            ),
+            ("http", json!({"http": format!("{}/mcp", server.base)})),
+        ];
+        for (transport, mut plan) in transports {
+            let case = format!("{transport} {mode}");
+            plan["mode"] = json!(mode);
+            plan["calls"] = read_calls(&format!("py/read/{transport}/{mode}"));
+            plan["resources"] = json!({"read": [BACKUPS, NO_SUCH]});
+            let command = py_client().expect("checked above");
+            let out = run_client(command, &env, &plan, &format!("py-read-{transport}-{mode}"));
+            let resources = &out["resources"];
+            assert_reads(
+                &case,
+                out["results"].as_array().expect("results"),
+                &resources["list"]["resources"],
+                &resources["templates"]["resourceTemplates"][0],
+                resources["reads"][0]["contents"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default(),
+            );
+            // Resource not found: -32002 before 2026-07-28, invalid params (-32602) from it on.
+            let not_found = if mode == "legacy" { -32002 } else { -32602 };
+            assert_eq!(
+                resources["reads"][1]["error"]["code"], not_found,
+                "{case}: {}",
+                resources["reads"][1]
+            );
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ const RSS_LIMIT_KIB: u64 = 1 << 20;
 
 /// A PDF file of `objects` (object 1 the catalog) with a correct cross-reference table;
 /// `{xref}` in `trailer` stands for the table's offset.
-fn pdf(objects: &[Vec<u8>], trailer: &str) -> Vec<u8> {
+pub fn pdf(objects: &[Vec<u8>], trailer: &str) -> Vec<u8> {
     let mut bytes = b"%PDF-1.5\n".to_vec();
     let mut offsets = Vec::new();
     for (index, object) in objects.iter().enumerate() {
@@ -49,11 +49,11 @@ fn pdf(objects: &[Vec<u8>], trailer: &str) -> Vec<u8> {
     bytes
 }
 
-fn text(object: &str) -> Vec<u8> {
+pub fn text(object: &str) -> Vec<u8> {
     object.as_bytes().to_vec()
 }
 
-fn stream(dictionary: &str, content: &[u8]) -> Vec<u8> {
+pub fn stream(dictionary: &str, content: &[u8]) -> Vec<u8> {
     let mut bytes = format!("<< {dictionary} /Length {} >>\nstream\n", content.len()).into_bytes();
     bytes.extend_from_slice(content);
     bytes.extend_from_slice(b"\nendstream");
@@ -75,7 +75,7 @@ fn one_page(resources: &str, content: Vec<u8>, extra: Vec<Vec<u8>>) -> Vec<u8> {
     pdf(&objects, "")
 }
 
-const FONT: &str = "/Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >>";
+pub const FONT: &str = "/Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >>";
 
 /// `data` zlib-compressed.
 fn zlib(data: impl Fn(&mut dyn FnMut(&[u8]))) -> Vec<u8> {

@@ -63,6 +63,8 @@
 //! - `agent_concurrency`: concurrent clients during ingests get whole generations, never older.
 //! - `two_roots`: the same relative path under two roots is told apart by its root everywhere.
 //! - `agent_cursor`: P6, `search_docs` pages with `cursor` from one generation; bad cursors refused.
+//! - `read_tools`: `read_document` around a hit, by lines and pages, pinned to a generation, in
+//!   parts; `list_documents` filtered and paged; the documents as MCP resources; keyed reads.
 //! - `agent_metrics`: `/metrics` stays valid and bounded whatever tool names requests carry.
 //! - `support_pg`: the PostgreSQL test database, a schema per test, a client to count rows.
 //! - `shared_ledger`: the shared PostgreSQL ledger: migrations, ingest under the lease from
@@ -164,6 +166,7 @@ mod names;
 mod ops;
 mod pipes;
 mod prompt;
+mod read_tools;
 mod readme_setups;
 mod recorded_model;
 mod reingest;

@@ -4,9 +4,11 @@
 //
 // Usage: node client.mjs PLAN.json
 // PLAN: {"stdio": {"command", "args", "env"}} or {"http": "http://127.0.0.1:PORT/mcp"},
-//       plus "calls": [{"name", "arguments", "_meta"}].
+//       plus "calls": [{"name", "arguments", "_meta"}], and optionally "resources": {"read": [uri]}.
+// An argument "$first_hit" stands for the chunk_id of the first hit of the latest search.
 // Prints one JSON object on stdout: {"protocolVersion", "tools": [names],
-//   "results": [{"isError", "text", "structuredContent", "thrown"}]}; "thrown" is the message
+//   "results": [{"isError", "text", "structuredContent", "thrown"}], "resources": {"list",
+//   "templates", "reads": [{"contents", "thrown", "code"}]} or null}; "thrown" is the message
 // of an exception the SDK raised instead of returning the result (such as a failed output-schema
 // check), which is what a user of the client would see.
 import { readFileSync } from "node:fs";
@@ -27,13 +29,17 @@ const client = new Client({ name: "groundidx-ts-test", version: "1.0.0" });
 await client.connect(transport);
 const { tools } = await client.listTools();
 const results = [];
+let firstHit = null;
+const substitute = (args) =>
+  Object.fromEntries(Object.entries(args).map(([k, v]) => [k, v === "$first_hit" ? firstHit : v]));
 for (const call of plan.calls) {
   try {
     const result = await client.callTool({
       name: call.name,
-      arguments: call.arguments,
+      arguments: substitute(call.arguments),
       _meta: call._meta,
     });
+    firstHit = result.structuredContent?.hits?.[0]?.chunk_id ?? firstHit;
     results.push({
       isError: result.isError === true,
       text: result.content?.[0]?.text ?? null,
@@ -45,5 +51,20 @@ for (const call of plan.calls) {
   }
 }
 
-console.log(JSON.stringify({ tools: tools.map((t) => t.name), results }));
+let resources = null;
+if (plan.resources) {
+  const list = (await client.listResources()).resources;
+  const templates = (await client.listResourceTemplates()).resourceTemplates;
+  const reads = [];
+  for (const uri of plan.resources.read) {
+    try {
+      reads.push({ contents: (await client.readResource({ uri })).contents, thrown: null, code: null });
+    } catch (error) {
+      reads.push({ contents: null, thrown: String(error?.message ?? error), code: error?.code ?? null });
+    }
+  }
+  resources = { list, templates, reads };
+}
+
+console.log(JSON.stringify({ tools: tools.map((t) => t.name), results, resources }));
 await client.close();
