@@ -370,6 +370,16 @@ pub const PROBLEM_TYPES: &[(&str, &str, &str)] = &[
         "Unauthorized",
         "This server needs Authorization: Bearer TOKEN, with a token from its --tokens file.",
     ),
+    (
+        "route_not_found",
+        "No such route",
+        "Nothing is served at this path. The routes are POST /v1/tools/{tool}, POST /mcp, GET /health, GET /metrics and GET /problems.",
+    ),
+    (
+        "method_not_allowed",
+        "Method not allowed",
+        "The route does not serve this method; the Allow header lists those it does (POST for /v1/tools/{tool} and /mcp, GET for the others).",
+    ),
 ];
 
 /// The `type` of a problem with this code.
