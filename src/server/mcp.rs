@@ -201,13 +201,21 @@ pub fn log_call(
     tracing::info!(tool, transport, outcome, took = ?took, "call");
 }
 
-/// A refused call at INFO, with its code and message: a client's mistake, or a call to retry
-/// (rate limited, busy), is no warning; WARN and ERROR stay for the server's own problems.
+/// A refused call as one line with its code and message: at INFO for a client's mistake or a
+/// call to retry (rate limited, busy, cancelled), which are no warnings; at WARN when the
+/// server itself cannot serve (`unavailable`: an unreadable index, an unreachable ledger).
 pub fn log_refused(
     tool: &str,
     transport: &'static str,
     error: &CallError,
     took: std::time::Duration,
 ) {
-    tracing::info!(tool, transport, code = error.code(), took = ?took, "refused a call: {}", error.message());
+    let code = error.code();
+    let message = error.message();
+    match error {
+        CallError::Unavailable(_) => {
+            tracing::warn!(tool, transport, code, took = ?took, "could not serve a call: {message}")
+        }
+        _ => tracing::info!(tool, transport, code, took = ?took, "refused a call: {message}"),
+    }
 }
