@@ -270,7 +270,9 @@ fn assert_line(log: &str, parts: &[&str]) {
 #[test]
 fn client_mistakes_are_logged_as_one_readable_line_at_info() {
     let env = sample_store();
-    let server = serve(&env, &["-v"]);
+    // At the least connections there are, so no open-file limit can lower them with a warning
+    // of its own.
+    let server = serve(&env, &["-v", "--max-connections", "4"]);
     let bad_top_k = server.search(None, &search_body("3.5"));
     bad_top_k.assert_problem(400);
     let bad_key = server.tool(
