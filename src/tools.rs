@@ -115,7 +115,10 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
                 &[
                     ("query", "a string", Value::is_string),
                     // `null` is not absent: the schema says integer, so it is refused.
-                    ("top_k", "an integer", |v| v.is_i64() || v.is_u64()),
+                    // As JSON Schema counts: 3.0 and 3e0 are the integer 3, 3.5 is none.
+                    ("top_k", "an integer", |v| {
+                        v.as_f64().is_some_and(|x| x.fract() == 0.0)
+                    }),
                     ("cursor", "a string (a next_cursor)", Value::is_string),
                     ("min_score", "a number between -1 and 1", |v| {
                         v.as_f64().is_some_and(|x| {
@@ -191,6 +194,12 @@ pub fn parse(tool: &str, arguments: &Value) -> Result<ToolRequest, ArgumentError
 fn top_k_in_range(number: &serde_json::Number) -> Result<usize, ArgumentError> {
     number
         .as_u64()
+        .or_else(|| {
+            number
+                .as_f64()
+                .filter(|n| *n >= 0.0 && n.fract() == 0.0)
+                .map(|n| n as u64)
+        })
         .and_then(|n| usize::try_from(n).ok())
         .filter(|n| (1..=MAX_TOP_K).contains(n))
         .ok_or_else(|| {

@@ -37,7 +37,7 @@ pub fn init(verbose: u8, format: LogFormat) {
         _ => LevelFilter::TRACE,
     };
     // Dependencies speak only from -vv on; groundidx's own events follow the level.
-    let filter = Targets::new()
+    let mut filter = Targets::new()
         .with_default(if verbose >= 2 {
             level
         } else {
@@ -45,6 +45,12 @@ pub fn init(verbose: u8, format: LogFormat) {
         })
         .with_target("groundidx", level)
         .with_target(NOTICE, level.max(LevelFilter::INFO));
+    if verbose < 2 {
+        // rmcp warns of every error answer it sends with a `Debug` dump of it, a client's
+        // mistake (an unknown tool or method) included; `server` logs those itself, readably
+        // and at INFO. rmcp's own failures are errors and still show.
+        filter = filter.with_target("rmcp::service", LevelFilter::ERROR);
+    }
     let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Text => tracing_subscriber::registry()

@@ -1,6 +1,9 @@
 //! The HTTP server: MCP Streamable HTTP at `/mcp`, the JSON API at `/v1/tools/{tool}`, and
-//! `/health`. Every route goes through one guard that checks the Host (DNS-rebinding defence),
-//! the Origin, and the bearer token, and sets the request's scope.
+//! `/health`. Every request passes, in this order, a guard that checks the Host (DNS-rebinding
+//! defence) and the Origin; CORS (`tower-http`), which answers a browser's preflight from an
+//! allowed origin and marks every other answer to it readable; and the bearer-token check,
+//! which sets the request's scope. A preflight thus needs no token (browsers never send one on
+//! it), and a refusal of the token still reaches the browser app that asked.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -10,21 +13,24 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
+use tower::{Layer as _, ServiceExt as _};
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::clock;
 use crate::keys::{Agent, CallError, CallKey, Replayed, ToolCall};
 use crate::server::Scope;
 use crate::server::batch;
 use crate::server::connections::{self, ConnectionLimits, ConnectionProof};
-use crate::server::mcp::Handler;
+use crate::server::mcp::{Handler, log_call};
 use crate::server::metrics::{Metrics, Outcome};
+use crate::server::stdio::NumberOutOfRange;
 use crate::server::tools::{
     answer_problem, http_status, problem, problem_body, problems_page, rate_limit_headers,
 };
@@ -70,18 +76,119 @@ pub fn router(state: Arc<HttpState>, cancel: tokio_util::sync::CancellationToken
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
         .route_layer(middleware::from_fn(mcp_body));
+    let cors = cors_layer(state.allowed_origins.clone());
     Router::new()
         .route("/", get(health))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/problems", get(problems))
         .route("/v1/tools/{tool}", post(call_tool))
+        .method_not_allowed_fallback(method_not_allowed)
         .merge(mcp)
-        // Inside the guard: a request it refuses is answered without its body being read.
+        .fallback(route_not_found)
+        // Inside the token check: a request it refuses is answered without its body being read.
         .layer(middleware::from_fn_with_state(state.clone(), read_body))
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(middleware::from_fn_with_state(cors, cors_headers))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+}
+
+/// The request headers a browser app may send: the JSON API's and MCP Streamable HTTP's.
+const CORS_REQUEST_HEADERS: [&str; 7] = [
+    "content-type",
+    "authorization",
+    "idempotency-key",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+    "accept",
+];
+
+/// The response headers this server sends that a browser app needs to read (a browser hides
+/// every other one but the CORS-safelisted few). `Mcp-Session-Id` is not among them: `/mcp`
+/// is served statelessly and never sends it.
+const CORS_EXPOSED_HEADERS: [&str; 7] = [
+    "idempotency-key",
+    "idempotent-replayed",
+    "ratelimit",
+    "ratelimit-policy",
+    "retry-after",
+    "groundidx-read-only",
+    "www-authenticate",
+];
+
+/// How long a browser may keep a preflight's answer (Chromium caps it at two hours).
+const CORS_MAX_AGE: Duration = Duration::from_secs(2 * 60 * 60);
+
+/// CORS for the origins the guard lets in (the same list, the same test): the origin itself
+/// echoed, never `*`. The methods are those the routes serve: `/mcp` is stateless, so it
+/// takes POST alone and never DELETE.
+fn cors_layer(allowed_origins: Vec<String>) -> CorsLayer {
+    let names = |names: &[&'static str]| -> Vec<HeaderName> {
+        names
+            .iter()
+            .map(|name| HeaderName::from_static(name))
+            .collect()
+    };
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::predicate(move |origin, _| {
+            origin
+                .to_str()
+                .is_ok_and(|origin| origin_allowed(origin, &allowed_origins))
+        }))
+        .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+        .allow_headers(names(&CORS_REQUEST_HEADERS))
+        .expose_headers(names(&CORS_EXPOSED_HEADERS))
+        .max_age(CORS_MAX_AGE)
+}
+
+/// A CORS preflight: `OPTIONS` from an origin, with the method the browser means to use.
+fn is_preflight(request: &Request) -> bool {
+    let headers = request.headers();
+    request.method() == Method::OPTIONS
+        && headers.contains_key(header::ORIGIN)
+        && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+}
+
+/// Applies `cors_layer` to every request but an `OPTIONS` that is not a preflight (which goes
+/// on to the routes, and their 405). A preflight is answered here, 204 and no body, without
+/// reaching the token check; the guard has refused one from an origin not allowed already.
+async fn cors_headers(State(cors): State<CorsLayer>, request: Request, next: Next) -> Response {
+    if request.method() == Method::OPTIONS && !is_preflight(&request) {
+        return next.run(request).await;
+    }
+    let preflight = is_preflight(&request);
+    let Ok(mut response) = cors.layer(next).oneshot(request).await;
+    if preflight {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
+}
+
+/// A path no route serves: a problem like every other error, not an empty 404.
+async fn route_not_found(uri: Uri) -> Response {
+    problem_response(
+        StatusCode::NOT_FOUND,
+        "route_not_found",
+        format!(
+            "no route {:?}; the routes are POST /v1/tools/{{tool}}, POST /mcp, GET /health, GET /metrics and GET /problems",
+            uri.path()
+        ),
+    )
+}
+
+/// A route asked with a method it does not serve. The router adds the `Allow` header.
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    problem_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{method} is not served on {:?}; the Allow header lists the methods that are",
+            uri.path()
+        ),
+    )
 }
 
 fn problem_response(status: StatusCode, code: &str, detail: String) -> Response {
@@ -96,8 +203,11 @@ fn problem_response(status: StatusCode, code: &str, detail: String) -> Response 
 
 /// A JSON POST to `/mcp` whose body is not one JSON-RPC message is a bad request (400, with a
 /// JSON-RPC parse or invalid-request error and no id), as the MCP transport says; rmcp would
-/// answer 415, as if the media type were wrong. A JSON array is a batch (`mcp_batch`). The body
-/// is read once, within the size limit, and handed on.
+/// answer 415, as if the media type were wrong. A body that is JSON but holds a number no double
+/// can hold (`NumberOutOfRange`) is invalid params: a request gets its answer with its own id
+/// (200), as rmcp answers other invalid params. A JSON array is a batch (`mcp_batch`). The body
+/// is read once, within the size limit, and handed on. rmcp's own 405 (a method other than
+/// POST) becomes a problem like every other error.
 async fn mcp_body(request: Request, next: Next) -> Response {
     let json = request
         .headers()
@@ -106,7 +216,17 @@ async fn mcp_body(request: Request, next: Next) -> Response {
         .and_then(|h| h.split(';').next())
         .is_some_and(|h| h.trim().eq_ignore_ascii_case("application/json"));
     if request.method() != axum::http::Method::POST || !json {
-        return next.run(request).await;
+        let method = request.method().clone();
+        let uri = request.uri().clone();
+        let response = next.run(request).await;
+        if response.status() != StatusCode::METHOD_NOT_ALLOWED {
+            return response;
+        }
+        let mut problem = method_not_allowed(method, uri).await;
+        if let Some(allow) = response.headers().get(header::ALLOW) {
+            problem.headers_mut().insert(header::ALLOW, allow.clone());
+        }
+        return problem;
     }
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
@@ -122,21 +242,37 @@ async fn mcp_body(request: Request, next: Next) -> Response {
         return mcp_batch(parts, elements, next).await;
     }
     if let Err(err) = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(&bytes) {
-        let (code, message) = match err.classify() {
-            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-                (-32700, format!("parse error: the body is not JSON: {err}"))
+        let (status, id, code, message) = match NumberOutOfRange::of(&bytes) {
+            Some(number) => {
+                // Only a request is answered as one; the transport wants a 400 for anything
+                // else it cannot accept.
+                let status = if number.is_request() {
+                    StatusCode::OK
+                } else {
+                    StatusCode::BAD_REQUEST
+                };
+                (status, number.id(), number.code(), number.message())
             }
-            _ => (
-                -32600,
-                format!("invalid request: the body must be a JSON-RPC 2.0 message: {err}"),
-            ),
+            None => match err.classify() {
+                serde_json::error::Category::Syntax | serde_json::error::Category::Eof => (
+                    StatusCode::BAD_REQUEST,
+                    Value::Null,
+                    -32700,
+                    format!("parse error: the body is not JSON: {err}"),
+                ),
+                _ => (
+                    StatusCode::BAD_REQUEST,
+                    Value::Null,
+                    -32600,
+                    format!("invalid request: the body must be a JSON-RPC 2.0 message: {err}"),
+                ),
+            },
         };
-        let body =
-            json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+        tracing::info!(transport = "http", code, %id, "refused a message: {message}");
         return (
-            StatusCode::BAD_REQUEST,
+            status,
             [(header::CONTENT_TYPE, "application/json")],
-            body.to_string(),
+            batch::error(id, code, &message).to_string(),
         )
             .into_response();
     }
@@ -275,9 +411,9 @@ async fn read_body(State(state): State<Arc<HttpState>>, request: Request, next: 
     refusal
 }
 
-/// Host, Origin and bearer-token checks for every route; sets the request's `Scope`, and proves
-/// the request's connection (`ConnectionProof`) when it carried a valid token or none is needed.
-async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: Next) -> Response {
+/// Host and Origin checks for every request, a CORS preflight included: a request from a host
+/// or an origin not served here is refused before CORS could mark its answer readable.
+async fn guard(State(state): State<Arc<HttpState>>, request: Request, next: Next) -> Response {
     let headers = request.headers();
     if let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok())
         && !host_allowed(host, &state.allowed_hosts)
@@ -297,6 +433,17 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
             format!("Origin {origin:?} is not allowed"),
         );
     }
+    next.run(request).await
+}
+
+/// The bearer-token check; sets the request's `Scope`, and proves the request's connection
+/// (`ConnectionProof`) when it carried a valid token or none is needed.
+async fn authenticate(
+    State(state): State<Arc<HttpState>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let headers = request.headers();
     let path = request.uri().path();
     let needs_auth = path.starts_with("/mcp") || path.starts_with("/v1/") || path == "/metrics";
     let client = headers
@@ -482,6 +629,11 @@ async fn call_tool(
     };
     let outcome = match (header_key(&headers), serde_json::from_slice::<Value>(&body)) {
         (Err(error), _) => Err(error),
+        (_, Err(err)) if NumberOutOfRange::of(&body).is_some() => {
+            Err(CallError::InvalidArguments(format!(
+                "the body holds a number out of range ({err}); a number must fit a 64-bit float"
+            )))
+        }
         (_, Err(err)) => Err(CallError::InvalidArguments(format!(
             "the body is not JSON: {err}"
         ))),
@@ -498,7 +650,7 @@ async fn call_tool(
                 .unwrap_or_else(|err| Err(CallError::Unavailable(err.to_string())))
         }
     };
-    tracing::info!(tool = tool_name, transport = "http", outcome = ?Outcome::of(&outcome), took = ?started.elapsed(), "call");
+    log_call(&tool_name, "http", &outcome, started.elapsed());
     state
         .metrics
         .record(&tool_name, "http", Outcome::of(&outcome), started.elapsed());

@@ -16,7 +16,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::clock;
-use crate::keys::{Agent, CallError, CallKey, ToolCall};
+use crate::keys::{Agent, CallError, CallKey, CallResponse, Replayed, ToolCall};
 use crate::server::Scope;
 use crate::server::metrics::{Metrics, Outcome};
 use crate::server::resources;
@@ -152,19 +152,27 @@ impl ServerHandler for Handler {
         _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
         let method = request.method;
-        if method.starts_with("tools/") || method == "initialize" {
-            return Err(ErrorData::invalid_params(
+        let error = if method.starts_with("tools/") || method == "initialize" {
+            ErrorData::invalid_params(
                 format!(
                     "malformed {method} request: tools/call needs params with a \"name\" string and \"arguments\" as an object"
                 ),
                 None,
-            ));
-        }
-        Err(ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            format!("unknown method {method:?}"),
-            None,
-        ))
+            )
+        } else {
+            ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("unknown method {method:?}"),
+                None,
+            )
+        };
+        tracing::info!(
+            transport = "mcp",
+            code = error.code.0,
+            "refused a request: {}",
+            error.message
+        );
+        Err(error)
     }
 
     async fn list_resources(
@@ -224,16 +232,15 @@ impl ServerHandler for Handler {
         let tool = request.name.to_string();
         let started = std::time::Instant::now();
         let record = |outcome: Outcome| {
-            tracing::info!(tool, transport = "mcp", ?outcome, took = ?started.elapsed(), "call");
             if let Some(metrics) = &self.metrics {
                 metrics.record(&tool, "mcp", outcome, started.elapsed());
             }
         };
         if !TOOL_NAMES.contains(&tool.as_str()) {
-            // Counted as the JSON API counts it, so a refusal reads the same on either.
-            record(Outcome::Refused(
-                CallError::UnknownTool(String::new()).code(),
-            ));
+            // Counted and logged as the JSON API does, so a refusal reads the same on either.
+            let error = CallError::UnknownTool(tool.clone());
+            log_refused(&tool, "mcp", &error, started.elapsed());
+            record(Outcome::Refused(error.code()));
             return Err(ErrorData::invalid_params(
                 format!(
                     "unknown tool {tool:?}; the tools are {}",
@@ -245,6 +252,7 @@ impl ServerHandler for Handler {
         let key = match key_from_meta(&context.meta) {
             Ok(key) => key,
             Err(error) => {
+                log_refused(&tool, "mcp", &error, started.elapsed());
                 record(Outcome::Refused(error.code()));
                 return Ok(mcp_error(&error, None).into());
             }
@@ -277,11 +285,50 @@ impl ServerHandler for Handler {
         })
         .await
         .map_err(|err| ErrorData::internal_error(format!("tool call failed: {err}"), None))?;
+        log_call(&tool, "mcp", &outcome, started.elapsed());
         record(Outcome::of(&outcome));
         Ok(match outcome {
             Ok(response) => mcp_result(&response),
             Err(error) => mcp_error(&error, shown_key.as_deref()),
         }
         .into())
+    }
+}
+
+/// Logs a finished call as one readable line at INFO: what ran, or why it was refused.
+pub fn log_call(
+    tool: &str,
+    transport: &'static str,
+    outcome: &Result<CallResponse, CallError>,
+    took: std::time::Duration,
+) {
+    let replayed = match outcome {
+        Ok(response) => response.replayed,
+        Err(error) => return log_refused(tool, transport, error, took),
+    };
+    let outcome = match replayed {
+        Replayed::No => "executed",
+        Replayed::Yes => "replayed",
+        Replayed::Late => "executed late",
+    };
+    tracing::info!(tool, transport, outcome, took = ?took, "call");
+}
+
+/// A refused call as one line with its code and message: at INFO for a client's mistake or a
+/// call to retry (rate limited, busy, cancelled), which are no warnings; at WARN when the
+/// server itself cannot serve (`unavailable`: an unreadable index, an unreachable ledger).
+pub fn log_refused(
+    tool: &str,
+    transport: &'static str,
+    error: &CallError,
+    took: std::time::Duration,
+) {
+    let code = error.code();
+    let message = error.message();
+    match error {
+        CallError::Unavailable(_) => {
+            tracing::warn!(tool, transport, code, took = ?took, "could not serve a call: {message}")
+        }
+        _ => tracing::info!(tool, transport, code, took = ?took, "refused a call: {message}"),
     }
 }

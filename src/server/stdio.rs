@@ -4,7 +4,9 @@
 //! line over its cap) without a word, and JSON-RPC says such a line gets an error. Here a line
 //! that is not JSON gets `-32700` (parse error), a JSON line that is not a JSON-RPC message and
 //! a line over `MAX_LINE_BYTES` get `-32600` (invalid request), each with `id: null`, and the
-//! server keeps reading. A notification (a `method` and no `id`) never gets a reply, even when
+//! server keeps reading. A line that is JSON but holds a number no double can hold (`1e400`)
+//! is no parse error: a request gets `-32602` (invalid params) with its own id
+//! (`NumberOutOfRange`). A notification (a `method` and no `id`) never gets a reply, even when
 //! its params do not parse. In a session at protocol revision 2025-03-26 a line may also be a
 //! JSON-RPC batch (`server::batch`): its messages go to rmcp one by one, and the answers to its
 //! requests go out together as one array line once the last is in. What this module does not
@@ -18,6 +20,8 @@ use rmcp::RoleServer;
 use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId, ServerResult};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Mutex;
@@ -219,10 +223,18 @@ fn line_of(text: String) -> Vec<u8> {
     bytes
 }
 
-/// What a line that is not a message gets: `None` for a notification, or a code and a message.
-fn refusal(line: &[u8], err: &serde_json::Error) -> Option<(i64, String)> {
+/// What a line that is not a message gets: `None` for a notification, or the id to answer (null
+/// when the line has none that can be read), a code and a message.
+fn refusal(line: &[u8], err: &serde_json::Error) -> Option<(Value, i64, String)> {
+    if let Some(number) = NumberOutOfRange::of(line) {
+        if number.is_notification() {
+            return None;
+        }
+        return Some((number.id(), number.code(), number.message()));
+    }
     let Ok(value) = serde_json::from_slice::<Value>(line) else {
         return Some((
+            Value::Null,
             -32700,
             format!(
                 "parse error: the line is not JSON ({err}); send one JSON-RPC message per line"
@@ -234,9 +246,109 @@ fn refusal(line: &[u8], err: &serde_json::Error) -> Option<(i64, String)> {
         return None;
     }
     Some((
+        Value::Null,
         -32600,
         format!("invalid request: the line is JSON but not a JSON-RPC 2.0 message ({err})"),
     ))
+}
+
+/// A message whose text is JSON but holds a number serde_json cannot hold as a `Value` (one
+/// beyond a double's range, such as `1e400`). The text is JSON, so this is no parse error: a
+/// request gets invalid params (-32602) with its own id, over stdio and HTTP alike. The id and
+/// the method are read again leniently: `IgnoredAny` makes serde_json skip a number without
+/// converting it, so the rest of the message still reads.
+#[derive(Debug)]
+pub struct NumberOutOfRange {
+    /// `None`: no `id` member. `Some(Value::Null)`: one that cannot be answered to (itself out
+    /// of range, or neither a string nor an integer).
+    id: Option<Value>,
+    method: Option<String>,
+    /// serde_json's error, which says where the number is.
+    error: String,
+}
+
+/// The members of a JSON-RPC message that say whom to answer; any other member is skipped
+/// unread, numbers and all.
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    id: Option<IgnoredAny>,
+    #[serde(default)]
+    method: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeId {
+    id: Value,
+}
+
+impl NumberOutOfRange {
+    /// `Some` when `text` is JSON but serde_json refuses to read it for a number out of range;
+    /// `None` for any other text (not JSON, or JSON that reads).
+    pub fn of(text: &[u8]) -> Option<NumberOutOfRange> {
+        let error = serde_json::from_slice::<Value>(text).err()?;
+        // serde_json has no category of its own for this; every other reason a JSON text can
+        // fail to read as a `Value` (nesting too deep) is left to the caller's handling.
+        if !error.to_string().starts_with("number out of range") {
+            return None;
+        }
+        serde_json::from_slice::<IgnoredAny>(text).ok()?;
+        // Only an object is a message (serde would read a struct from an array too).
+        let object = text.trim_ascii_start().first() == Some(&b'{');
+        let (id, method) = match serde_json::from_slice::<Envelope>(text) {
+            Ok(envelope) if object => (envelope.id, envelope.method),
+            _ => (None, None),
+        };
+        let id = id.map(|_| {
+            match serde_json::from_slice::<EnvelopeId>(text).map(|envelope| envelope.id) {
+                Ok(id @ Value::String(_)) => id,
+                Ok(Value::Number(n)) if n.is_i64() || n.is_u64() => Value::Number(n),
+                _ => Value::Null,
+            }
+        });
+        Some(NumberOutOfRange {
+            id,
+            method,
+            error: error.to_string(),
+        })
+    }
+
+    /// A method and an id: a request, which is answered.
+    pub fn is_request(&self) -> bool {
+        self.method.is_some() && self.id.is_some()
+    }
+
+    /// A method and no id: nothing is answered (JSON-RPC 2.0, section 4.1).
+    pub fn is_notification(&self) -> bool {
+        self.method.is_some() && self.id.is_none()
+    }
+
+    /// The id an answer carries: the message's own, or null.
+    pub fn id(&self) -> Value {
+        self.id.clone().unwrap_or(Value::Null)
+    }
+
+    /// Invalid params (-32602) for a request or a notification; invalid request (-32600) for
+    /// JSON that names no method, which is no request at all.
+    pub fn code(&self) -> i64 {
+        match self.method {
+            Some(_) => -32602,
+            None => -32600,
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match &self.method {
+            Some(method) => format!(
+                "invalid params: the {method} request holds a number out of range ({}); a number must fit a 64-bit float",
+                self.error
+            ),
+            None => format!(
+                "invalid request: the message is JSON but not a JSON-RPC 2.0 request, and holds a number out of range ({})",
+                self.error
+            ),
+        }
+    }
 }
 
 impl<R, W> Transport<RoleServer> for LineTransport<R, W>
@@ -307,9 +419,9 @@ where
                     return Some(message);
                 }
                 Err(err) => {
-                    if let Some((code, message)) = refusal(line, &err) {
-                        tracing::debug!(code, "refused a stdin line: {message}");
-                        self.reply_error(code, message);
+                    if let Some((id, code, message)) = refusal(line, &err) {
+                        tracing::info!(transport = "stdio", code, %id, "refused a message: {message}");
+                        self.reply(batch::error(id, code, &message).to_string());
                     }
                 }
             }
@@ -324,10 +436,15 @@ where
 #[cfg(test)]
 mod tests {
     use super::refusal;
+    use serde_json::{Value, json};
+
+    fn answer(line: &str) -> Option<(Value, i64)> {
+        let err = serde_json::from_str::<u8>("x").expect_err("an error to pass on");
+        refusal(line.as_bytes(), &err).map(|(id, code, _)| (id, code))
+    }
 
     fn code(line: &str) -> Option<i64> {
-        let err = serde_json::from_str::<u8>("x").expect_err("an error to pass on");
-        refusal(line.as_bytes(), &err).map(|(code, _)| code)
+        answer(line).map(|(_, code)| code)
     }
 
     #[test]
@@ -341,5 +458,27 @@ mod tests {
             code("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":7}"),
             None
         );
+    }
+
+    #[test]
+    fn a_number_out_of_range_is_invalid_params_with_the_id() {
+        let call = |id: &str| {
+            format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"search_docs\",\"arguments\":{{\"query\":\"q\",\"top_k\":1e400}}}}}}"
+            )
+        };
+        assert_eq!(answer(&call("7")), Some((json!(7), -32602)));
+        assert_eq!(answer(&call("\"a\"")), Some((json!("a"), -32602)));
+        // An id that is itself out of range cannot be answered to, but the request still is.
+        assert_eq!(answer(&call("1e400")), Some((Value::Null, -32602)));
+        assert_eq!(answer(&call("-1e999")), Some((Value::Null, -32602)));
+        let notification = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1e400}}";
+        assert_eq!(answer(notification), None);
+        assert_eq!(answer("[1e400]"), Some((Value::Null, -32600)));
+        // Not JSON at all, though a number in it is out of range: still a parse error.
+        assert_eq!(code("{\"id\":1,\"x\":1e400,"), Some(-32700));
+        // Nesting too deep for a Value is not a number out of range.
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert_eq!(code(&deep), Some(-32700));
     }
 }

@@ -477,6 +477,11 @@ pub const PROBLEM_TYPES: &[(&str, &str, &str)] = &[
         "read_document ran with the generation of an earlier search, and the document has changed since (its path now holds other content, or it was chunked again). Search again, or read it without generation for the current version. The answer is stored under its key and replayed like any other.",
     ),
     (
+        "cursor_expired",
+        "Cursor expired",
+        "The cursor is of a store generation this server no longer serves: search_docs keeps a few index snapshots, list_documents pages only the generation it began in. Nothing was stored: call again without the cursor for the current generation's first page.",
+    ),
+    (
         "rate_limited",
         "Rate limit exceeded",
         "The client's quota for this window is used up (type https://iana.org/assignments/http-problem-types#quota-exceeded). Nothing was stored: retry after Retry-After seconds with the same key. Replays are served even over the quota.",
@@ -520,6 +525,16 @@ pub const PROBLEM_TYPES: &[(&str, &str, &str)] = &[
         "unauthorized",
         "Unauthorized",
         "This server needs Authorization: Bearer TOKEN, with a token from its --tokens file.",
+    ),
+    (
+        "route_not_found",
+        "No such route",
+        "Nothing is served at this path. The routes are POST /v1/tools/{tool}, POST /mcp, GET /health, GET /metrics and GET /problems.",
+    ),
+    (
+        "method_not_allowed",
+        "Method not allowed",
+        "The route does not serve this method; the Allow header lists those it does (POST for /v1/tools/{tool} and /mcp, GET for the others).",
     ),
 ];
 

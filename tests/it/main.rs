@@ -75,6 +75,10 @@
 //! - `agent_run_keys`: every `runId`/`step` pair is a key of its own, never a direct key.
 //! - `slow_clients`: slow, silent and body-less sockets are closed within their timeouts, and
 //!   a flood of them leaves `/health` and authenticated clients served (loopback, bounded).
+//! - `cors`: CORS preflights over TCP from allowed and refused origins, without a token, and
+//!   the headers a browser app reads on the answers that follow.
+//! - `json_edges`: `top_k: 3.0` is 3 and keeps its key, numbers out of range answered with
+//!   their id, problem+json for unknown routes and methods, client mistakes logged readably.
 //! - `batches`: JSON-RPC batches over stdio and HTTP at protocol 2025-03-26, refused after.
 //! - `abuse`: hostile bytes, bodies and arguments on the agent path get clear errors, write
 //!   nothing, never leak a file from outside the ingested folders, and the server keeps serving.
@@ -137,6 +141,7 @@ mod batches;
 mod cli;
 mod clients;
 mod config;
+mod cors;
 mod crash;
 mod deletion;
 mod edits;
@@ -157,6 +162,7 @@ mod hostile_servers;
 mod hostile_tree;
 mod hostile_vectors;
 mod identifiers;
+mod json_edges;
 mod key_collision;
 mod kill;
 mod lock;
