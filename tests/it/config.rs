@@ -474,3 +474,28 @@ fn durations_such_as_1h30m_and_2w_are_read_from_flags_the_environment_and_the_fi
         "{output:?}"
     );
 }
+
+#[test]
+fn a_bad_value_a_flag_replaced_does_not_stop_the_pdf_reader_ingest_starts() {
+    let Some(papers) = crate::support::corpus("pdf-jose-papers") else {
+        return;
+    };
+    let pdf = walkdir::WalkDir::new(&papers)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| e.path().extension().is_some_and(|x| x == "pdf"))
+        .expect("a PDF in the corpus")
+        .into_path();
+    // The reader runs in a child process, in ingest's folder, where the file is.
+    let env = with_file("roots = [\"docs\"]\nchunk_size = 10\n");
+    std::fs::copy(&pdf, env.docs.join("paper.pdf")).expect("copy the PDF");
+    let dir = env.tmp.path();
+    let report = json_in(dir, &[], &["ingest", "--json", "--chunk-size", "800"]);
+    assert_eq!(report["documents"]["skipped"], 0, "{report}");
+    assert_eq!(crate::support::warnings(&report), vec![], "{report}");
+    assert!(
+        report["documents"]["added"].as_u64() > Some(1),
+        "the PDF was read: {report}"
+    );
+}

@@ -354,6 +354,12 @@ impl Serialize for RateText {
 /// A bad value in the file is an error here, before the command runs, unless a flag or a
 /// variable replaced it for this command.
 pub fn apply(cli: &mut Cli, matches: &ArgMatches) -> Result<Vec<Setting>> {
+    // The extraction worker uses no setting, and runs in the folder and environment of the
+    // ingest that started it, which read the file with its own flags: a value that ingest's
+    // flag replaced must not stop the worker.
+    if matches!(cli.command, Command::ExtractWorker(_)) {
+        return Ok(Vec::new());
+    }
     let file = find(cli.config.as_deref())?;
     let mut layers = Layers {
         matches,
