@@ -4,6 +4,7 @@ use groundidx::keys::{AgentConfig, MIN_TTL_MS, RateLimit, parse_duration};
 
 /// How keyed calls behave.
 #[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Keys and quotas")]
 pub struct AgentArgs {
     /// The client identity that keys and quotas belong to (over HTTP with --tokens, each
     /// token's client instead)

@@ -5,7 +5,8 @@ use groundidx::Error;
 /// Exit statuses, as README.md documents them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitCode {
-    /// Done.
+    /// Done. A `search` that ran and matched nothing is done too (its hits are `[]`): unlike
+    /// grep and rg, 1 is kept for failures, so a script can tell "no hits" from "broken".
     Success = 0,
     /// Failed (or, for `verify`, ledger and index differ).
     Failure = 1,

@@ -5,24 +5,25 @@ use groundidx::{Result, clock, keys, store};
 use crate::cli::output;
 use crate::cli::{Cli, ExitCode, WaitArgs};
 
-/// Delete expired idempotency keys, the vectors of embedding models search no longer uses, and
-/// the vectors of chunks no document holds any more.
+/// `gc`'s arguments; what it deletes and keeps is said on `Command::Gc`, which `gc --help` shows.
 ///
-/// Audit and usage rows stay, so a very late retry is still neither logged nor counted twice.
-/// Without gc a vector is kept forever, so text that comes back is never embedded again.
-///
-/// With --ledger, the shared ledger's expired keys and old quota windows instead, its change
-/// log below the slowest replica, and the vectors of replaced models (under the writer lease;
-/// every replica drops them at its next sync); a replica silent for --log-retention no longer
-/// holds the log back, and copies a whole snapshot when it is back. A replica's store is never
-/// collected without its --ledger.
+/// Without --ledger gc takes no lock, so the lock wait is worded for the shared ledger's lease,
+/// the only thing it waits for.
 #[derive(Debug, clap::Args)]
+#[command(
+    mut_arg("wait", |arg| arg.help(
+        "With --ledger: wait up to this many seconds for the writer lease before removing \
+         vectors, then exit 75 (without --ledger gc waits for nothing)"
+    )),
+    mut_arg("no_wait", |arg| arg.help(
+        "With --ledger: exit 75 at once if another host holds the writer lease"
+    )),
+)]
 pub struct Args {
     /// With --ledger: how long a silent replica holds the shared log back (1h, 7d)
     #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = parse_retention)]
     pub log_retention: std::time::Duration,
 
-    // With --ledger: how long to wait for the writer lease before removing vectors.
     #[command(flatten)]
     pub wait: WaitArgs,
 }

@@ -13,7 +13,11 @@ use groundidx::store::StoreConfig;
 /// The smallest and largest `--chunk-size`.
 pub const CHUNK_SIZE_RANGE: std::ops::RangeInclusive<usize> = 50..=100_000;
 
-/// What a run indexes and how it cuts documents into chunks.
+/// The help heading of `IndexArgs` and `IdFieldArgs`, where a command has no better one.
+pub const INDEX_HEADING: &str = "Indexing";
+
+/// What a run indexes and how it cuts documents into chunks. Each command that flattens it
+/// names its heading (`serve`'s says the flags are for --reindex).
 #[derive(Debug, clap::Args)]
 pub struct IndexArgs {
     /// Leave out files and folders matching this glob (a name, or a path with '/'); repeatable

@@ -7,7 +7,7 @@ use groundidx::store::Store;
 use groundidx::{Error, Result};
 
 use crate::cli::embed_args::EmbedArgs;
-use crate::cli::index_args::IndexArgs;
+use crate::cli::index_args::{INDEX_HEADING, IndexArgs};
 use crate::cli::output;
 use crate::cli::progress::Bar;
 use crate::cli::{Cli, ExitCode, WaitArgs};
@@ -24,12 +24,6 @@ pub struct Args {
     /// [default: `roots` in groundidx.toml]
     #[arg(value_name = "DIR")]
     pub roots: Vec<PathBuf>,
-
-    #[command(flatten)]
-    pub index: IndexArgs,
-
-    #[command(flatten)]
-    pub embed: EmbedArgs,
 
     /// Read and hash every file, ignoring the stat cache
     #[arg(long)]
@@ -50,6 +44,13 @@ pub struct Args {
     /// With --watch, how long changes must stop before a run starts (1s, 5s, 1m)
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_settle, requires = "watch")]
     pub settle: std::time::Duration,
+
+    // Flattened groups last: the heading of each holds for every argument after it.
+    #[command(flatten, next_help_heading = INDEX_HEADING)]
+    pub index: IndexArgs,
+
+    #[command(flatten)]
+    pub embed: EmbedArgs,
 
     #[command(flatten)]
     pub wait: WaitArgs,

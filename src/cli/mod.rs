@@ -171,7 +171,23 @@ pub enum Command {
     Audit(audit::Args),
     /// Show the units each client used per rate-limit window
     Usage(audit::Args),
-    /// Delete expired idempotency keys and the vectors nothing uses any more (audit and usage stay)
+    /// Delete expired idempotency keys and the vectors search no longer uses
+    ///
+    /// In the store: the idempotency keys past their TTL (--key-ttl when the call was made), the
+    /// vectors of embedding models search used before the active one, and the vectors of chunks
+    /// no document holds any more. It takes no lock: the index holds none of them.
+    ///
+    /// With --ledger, in the shared ledger instead: its expired keys and the quota counters of
+    /// rate-limit windows that ended over a day ago; its change log up to the slowest replica (a
+    /// replica silent for --log-retention no longer holds it back, and copies a whole snapshot
+    /// when it is back); and the vectors of replaced models, under the writer lease (--wait),
+    /// which every mirror drops at its next sync. A mirror's store is refused without its
+    /// --ledger.
+    ///
+    /// Kept: every document, chunk and index entry, the keys still within their TTL, the active
+    /// model's vectors of current chunks, and every audit and usage row (`groundidx audit` and
+    /// `groundidx usage` show the same history after gc). Until gc, a removed chunk's vector
+    /// stays, so text that comes back is not embedded again.
     Gc(gc::Args),
     /// Print a shell completion script
     Completions(completions::CompletionArgs),
@@ -190,6 +206,7 @@ pub enum Command {
 
 /// How long a writer waits for the store's lock.
 #[derive(Debug, clap::Args)]
+#[command(next_help_heading = WAIT_HEADING)]
 pub struct WaitArgs {
     /// Wait up to this many seconds for another writer to finish, then exit 75
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
@@ -199,6 +216,9 @@ pub struct WaitArgs {
     #[arg(long, conflicts_with = "wait")]
     pub no_wait: bool,
 }
+
+/// The help heading of `WaitArgs`.
+pub const WAIT_HEADING: &str = "Waiting for other writers";
 
 impl WaitArgs {
     pub fn lock_wait(&self) -> LockWait {

@@ -3,7 +3,7 @@
 use groundidx::Result;
 use groundidx::store::Store;
 
-use crate::cli::index_args::IdFieldArgs;
+use crate::cli::index_args::{INDEX_HEADING, IdFieldArgs};
 use crate::cli::output;
 use crate::cli::{Cli, ExitCode, WaitArgs};
 
@@ -14,11 +14,11 @@ use crate::cli::{Cli, ExitCode, WaitArgs};
 /// and an index that is missing, damaged or of an older schema is made again.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[command(flatten)]
-    pub wait: WaitArgs,
+    #[command(flatten, next_help_heading = INDEX_HEADING)]
+    pub id_fields: IdFieldArgs,
 
     #[command(flatten)]
-    pub id_fields: IdFieldArgs,
+    pub wait: WaitArgs,
 }
 
 #[derive(serde::Serialize)]

@@ -21,9 +21,6 @@ use crate::cli::{Cli, ExitCode, output};
 /// origins are refused (403). The server picks up each new ingest without a restart.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[command(flatten)]
-    pub http: HttpArgs,
-
     /// Also allow requests from this Origin (e.g. https://app.example.com); repeatable
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
@@ -37,7 +34,11 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_every, requires = "reindex")]
     pub every: std::time::Duration,
 
-    #[command(flatten, next_help_heading = "Connections")]
+    // Flattened groups last: the heading of each holds for every argument after it.
+    #[command(flatten)]
+    pub http: HttpArgs,
+
+    #[command(flatten)]
     pub connections: ConnectionArgs,
 
     #[command(flatten)]
@@ -52,6 +53,7 @@ pub struct Args {
 
 /// Where the server listens and who may call it.
 #[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Listening")]
 pub struct HttpArgs {
     /// Address to listen on (port 0 picks a free port; the address is printed on stderr)
     #[arg(
@@ -70,6 +72,7 @@ pub struct HttpArgs {
 /// How many connections the server keeps open and how long each may take. The defaults suit a
 /// server on the open network; slow clients past them are closed, not waited for.
 #[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Connections")]
 pub struct ConnectionArgs {
     /// Connections open at once (also lowered to fit the open-file limit). At most a quarter
     /// are connections that have not completed a request with a valid token (any request

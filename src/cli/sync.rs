@@ -13,13 +13,13 @@ use crate::cli::{Cli, ExitCode, WaitArgs};
 /// host's position in the shared ledger. `serve` and `mcp` do this every second by themselves.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[command(flatten)]
-    pub wait: WaitArgs,
-
     /// Make the store a mirror of --ledger even if it mirrors another shared ledger: its
     /// content is replaced by a copy of this one (without it, such a store is refused)
     #[arg(long)]
     pub rebind: bool,
+
+    #[command(flatten)]
+    pub wait: WaitArgs,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {

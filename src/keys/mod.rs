@@ -74,28 +74,24 @@ impl std::str::FromStr for RateLimit {
     }
 }
 
-/// Parses `90s`, `30m`, `24h`, `7d` (a bare number is seconds).
+/// What a duration looks like, for error messages.
+pub const DURATION_FORMS: &str = "a duration such as 90s, 1h30m or 7d";
+
+/// Parses a duration: a bare number of seconds (`90`), or `humantime`'s units, combined as
+/// people write them (`90s`, `30m`, `1h30m`, `1.5h`, `24h`, `7d`, `2w`, `1h 30m`).
+///
+/// Every flag, variable and configuration key that holds a duration reads it here, so one
+/// spelling works everywhere.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 90s, 30m, 24h or 7d"))?;
-    let seconds = match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => {
-            return Err(format!(
-                "{text:?} is not a duration like 90s, 30m, 24h or 7d"
-            ));
-        }
-    };
-    Ok(Duration::from_secs(number.saturating_mul(seconds)))
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        let seconds: u64 = text
+            .parse()
+            .map_err(|_| format!("{text:?} is too long for {DURATION_FORMS}"))?;
+        return Ok(Duration::from_secs(seconds));
+    }
+    humantime::parse_duration(text)
+        .map_err(|err| format!("{text:?} is not {DURATION_FORMS} ({err})"))
 }
 
 /// How keyed calls behave.
@@ -1115,7 +1111,25 @@ mod tests {
     fn durations_and_rate_limits_parse() {
         assert_eq!(parse_duration("7d").map(|d| d.as_secs()), Ok(604_800));
         assert_eq!(parse_duration("90").map(|d| d.as_secs()), Ok(90));
-        assert!(parse_duration("1w").is_err());
+        assert_eq!(parse_duration("90s").map(|d| d.as_secs()), Ok(90));
+        assert_eq!(parse_duration("30m").map(|d| d.as_secs()), Ok(1_800));
+        assert_eq!(parse_duration("24h").map(|d| d.as_secs()), Ok(86_400));
+        assert_eq!(parse_duration(" 7d ").map(|d| d.as_secs()), Ok(604_800));
+        assert_eq!(parse_duration("1h30m").map(|d| d.as_secs()), Ok(5_400));
+        assert_eq!(parse_duration("1h 30m").map(|d| d.as_secs()), Ok(5_400));
+        assert_eq!(parse_duration("2w").map(|d| d.as_secs()), Ok(1_209_600));
+        assert_eq!(parse_duration("1.5h").map(|d| d.as_secs()), Ok(5_400));
+        for bad in ["", "7x", "soon", "-1s", "h"] {
+            let err = parse_duration(bad).expect_err(bad);
+            assert!(err.contains("such as 90s, 1h30m or 7d"), "{bad}: {err}");
+        }
+        assert_eq!(
+            "10/1h30m".parse::<RateLimit>(),
+            Ok(RateLimit {
+                units: 10,
+                window_secs: 5_400
+            })
+        );
         assert_eq!(
             "600/60s".parse::<RateLimit>(),
             Ok(RateLimit {

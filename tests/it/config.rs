@@ -300,3 +300,202 @@ fn config_prints_every_setting_with_its_source_for_people() {
         line(key);
     }
 }
+
+/// Runs `args` in `dir` and returns stderr, checking it was a usage error (2) that created no
+/// store.
+fn refused(dir: &Path, vars: &[(&str, &str)], args: &[&str]) -> String {
+    let output = run_in(dir, vars, args);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(output.stdout.is_empty(), "{args:?} printed: {output:?}");
+    assert!(!dir.join(".groundidx").exists(), "{args:?} made a store");
+    for rust in ["usize", "u64", "i64", "invalid type", "panicked"] {
+        assert!(!stderr.contains(rust), "{args:?}: {stderr}");
+    }
+    stderr
+}
+
+#[test]
+fn each_config_error_names_the_file_line_real_key_value_and_what_is_expected() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "roots = [\"docs\"]\nid_keys = [\"id\"]\n",
+            &["line 2", "unknown key id_keys", "did you mean id_fields?"],
+        ),
+        (
+            "chunk_size = \"big\"\n",
+            &[
+                "line 1",
+                "chunk_size = \"big\"",
+                "expected a whole number of characters from 50 to 100000",
+            ],
+        ),
+        (
+            "# sizes\nmax_file_size = -3\n",
+            &[
+                "line 2",
+                "max_file_size = -3",
+                "expected a whole number of bytes",
+            ],
+        ),
+        (
+            "key_ttl = \"soon\"\n",
+            &[
+                "key_ttl = \"soon\"",
+                "expected a duration such as 90s, 1h30m or 7d, at least 24h",
+            ],
+        ),
+        (
+            "key_ttl = 7\n",
+            &[
+                "key_ttl = 7",
+                "expected a duration such as 90s, 1h30m or 7d",
+            ],
+        ),
+        (
+            "rate_limit = \"lots\"\n",
+            &[
+                "rate_limit = \"lots\"",
+                "expected calls per window in quotes, such as \"600/60s\"",
+            ],
+        ),
+        (
+            "listen = \"nowhere\"\n",
+            &[
+                "listen = \"nowhere\"",
+                "expected an address and port in quotes, such as \"127.0.0.1:7878\"",
+            ],
+        ),
+        (
+            "roots = \"docs\"\n",
+            &[
+                "roots = \"docs\"",
+                "expected a list of folders, such as [\"docs\"",
+            ],
+        ),
+        (
+            "formats = [\"md\", \"docx\"]\n",
+            &["unknown format \"docx\"", "expected a list of formats"],
+        ),
+    ];
+    for (text, said) in cases {
+        let env = with_file(text);
+        let dir = env.tmp.path();
+        let stderr = refused(dir, &[], &["config"]);
+        assert!(stderr.contains("groundidx.toml"), "{text}: {stderr}");
+        for words in *said {
+            assert!(stderr.contains(words), "{text} lacks {words:?}: {stderr}");
+        }
+        assert!(stderr.contains("hint: "), "{text}: {stderr}");
+    }
+}
+
+#[test]
+fn a_bad_value_stops_every_command_that_reads_the_file_even_one_that_does_not_use_it() {
+    let env = with_file("roots = [\"docs\"]\nrate_limit = \"lots\"\n");
+    let dir = env.tmp.path();
+    for args in [
+        vec!["ingest"],
+        vec!["ingest", "docs", "--json"],
+        vec!["status"],
+        vec!["search", "signing key"],
+        vec!["verify"],
+        vec!["export"],
+        vec!["rebuild"],
+        vec!["embed"],
+        vec!["gc"],
+        vec!["audit"],
+        vec!["usage"],
+        vec!["migrate"],
+        vec!["config"],
+    ] {
+        let stderr = refused(dir, &[], &args);
+        assert!(
+            stderr.contains("groundidx.toml, line 2: rate_limit = \"lots\""),
+            "{args:?}: {stderr}"
+        );
+    }
+    // The hint names the flag only where the command has one.
+    let ingest = refused(dir, &[], &["ingest"]);
+    assert!(!ingest.contains("--rate-limit"), "{ingest}");
+    let mcp = refused(dir, &[], &["mcp"]);
+    assert!(mcp.contains("override it with --rate-limit"), "{mcp}");
+    // Replaced by a flag or a variable, the bad value is not used, and the command runs.
+    let config = run_in(dir, &[("GROUNDIDX_RATE_LIMIT", "5/1m")], &["config"]);
+    assert_success(&config, &["config with GROUNDIDX_RATE_LIMIT"]);
+}
+
+#[test]
+fn durations_such_as_1h30m_and_2w_are_read_from_flags_the_environment_and_the_file() {
+    let env = with_file("key_ttl = \"2w\"\nrate_limit = \"5/1h30m\"\n");
+    let dir = env.tmp.path();
+    let shown = json_in(dir, &[], &["config", "--json"])["settings"].clone();
+    assert_eq!(shown["key_ttl"]["value"], "14d");
+    assert_eq!(shown["key_ttl"]["source"], "file");
+    assert_eq!(shown["rate_limit"]["value"], "5/5400s");
+
+    let vars = [
+        ("GROUNDIDX_KEY_TTL", "1w 1d"),
+        ("GROUNDIDX_RATE_LIMIT", "7/2h30m"),
+    ];
+    let shown = json_in(dir, &vars, &["config", "--json"])["settings"].clone();
+    assert_eq!(shown["key_ttl"]["value"], "8d");
+    assert_eq!(shown["key_ttl"]["source"], "env");
+    assert_eq!(shown["rate_limit"]["value"], "7/9000s");
+
+    let flags = [
+        "config",
+        "--json",
+        "--key-ttl",
+        "25h30m",
+        "--rate-limit",
+        "9/1h30m",
+    ];
+    let shown = json_in(dir, &vars, &flags)["settings"].clone();
+    assert_eq!(shown["key_ttl"]["value"], "1530m");
+    assert_eq!(shown["key_ttl"]["source"], "flag");
+    assert_eq!(shown["rate_limit"]["value"], "9/5400s");
+
+    // The other commands that read a duration take the same forms.
+    env.ingest();
+    let store = env.store.to_str().unwrap();
+    for args in [
+        vec!["--store", store, "status", "--max-age", "1h30m"],
+        vec!["--store", store, "audit", "--since", "2w"],
+        vec!["--store", store, "gc", "--log-retention", "2w"],
+        vec!["--store", store, "--lease-ttl", "1h30m", "status"],
+    ] {
+        assert_success(&run_in(dir, &[], &args), &args);
+    }
+    let output = run_in(dir, &[], &["--store", store, "status", "--max-age", "1x"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("such as 90s, 1h30m or 7d"),
+        "{output:?}"
+    );
+}
+
+#[test]
+fn a_bad_value_a_flag_replaced_does_not_stop_the_pdf_reader_ingest_starts() {
+    let Some(papers) = crate::support::corpus("pdf-jose-papers") else {
+        return;
+    };
+    let pdf = walkdir::WalkDir::new(&papers)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| e.path().extension().is_some_and(|x| x == "pdf"))
+        .expect("a PDF in the corpus")
+        .into_path();
+    // The reader runs in a child process, in ingest's folder, where the file is.
+    let env = with_file("roots = [\"docs\"]\nchunk_size = 10\n");
+    std::fs::copy(&pdf, env.docs.join("paper.pdf")).expect("copy the PDF");
+    let dir = env.tmp.path();
+    let report = json_in(dir, &[], &["ingest", "--json", "--chunk-size", "800"]);
+    assert_eq!(report["documents"]["skipped"], 0, "{report}");
+    assert_eq!(crate::support::warnings(&report), vec![], "{report}");
+    assert!(
+        report["documents"]["added"].as_u64() > Some(1),
+        "the PDF was read: {report}"
+    );
+}

@@ -114,10 +114,42 @@ fn contrib_systemd_units_are_valid() {
     let service =
         std::fs::read_to_string(contrib.join("groundidx-ingest.service")).expect("service");
     let timer = std::fs::read_to_string(contrib.join("groundidx-ingest.timer")).expect("timer");
+    let serve =
+        std::fs::read_to_string(contrib.join("groundidx-serve.service")).expect("serve unit");
     assert!(
         service.contains("ingest --quiet --no-wait") && service.contains("SuccessExitStatus=75")
     );
     assert!(timer.contains("OnUnitActiveSec="));
+    // The server: HTTP on loopback with tokens, restarted on failure, stopped by SIGTERM (which
+    // serve handles), sandboxed, with the store writable (audit and usage rows go there).
+    let exec_start = serve
+        .lines()
+        .find_map(|line| line.strip_prefix("ExecStart="))
+        .expect("the serve unit has an ExecStart line");
+    assert!(
+        exec_start.contains(" serve --listen 127.0.0.1:")
+            && exec_start.contains("--tokens /")
+            && exec_start.contains("--store /var/lib/groundidx"),
+        "{exec_start}"
+    );
+    for line in [
+        "Restart=on-failure",
+        "KillSignal=SIGTERM",
+        "StateDirectory=groundidx",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "PrivateTmp=yes",
+        "WantedBy=multi-user.target",
+    ] {
+        assert!(
+            serve.lines().any(|l| l == line),
+            "the serve unit lacks {line}"
+        );
+    }
+    assert!(
+        !serve.contains("ReadOnlyPaths=/var/lib/groundidx"),
+        "serve writes audit and usage rows into its store"
+    );
     let Ok(analyze) = Command::new("systemd-analyze").arg("--version").output() else {
         crate::support::prerequisite_missing(
             "systemd-analyze not found (package systemd), the units were only read",
@@ -129,22 +161,35 @@ fn contrib_systemd_units_are_valid() {
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::write(
-        dir.path().join("groundidx-ingest.service"),
-        service.replace("/usr/local/bin/groundidx", BIN),
-    )
-    .expect("write");
-    std::fs::write(dir.path().join("groundidx-ingest.timer"), &timer).expect("write");
+    for (name, text) in [
+        ("groundidx-ingest.service", &service),
+        ("groundidx-ingest.timer", &timer),
+        ("groundidx-serve.service", &serve),
+    ] {
+        std::fs::write(
+            dir.path().join(name),
+            text.replace("/usr/local/bin/groundidx", BIN),
+        )
+        .expect("write");
+    }
     let output = Command::new("systemd-analyze")
         .args(["verify", "--man=no"])
         .arg(dir.path().join("groundidx-ingest.service"))
         .arg(dir.path().join("groundidx-ingest.timer"))
+        .arg(dir.path().join("groundidx-serve.service"))
         .output()
         .expect("run systemd-analyze");
     assert!(
         output.status.success(),
         "systemd-analyze verify: {}",
         String::from_utf8_lossy(&output.stderr)
+    );
+    // What systemd-analyze reports at all (a warning does not fail verify) is about our units
+    // only when it names them.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("groundidx-serve.service:"),
+        "systemd-analyze verify warns about the serve unit: {stderr}"
     );
 }
 

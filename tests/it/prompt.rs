@@ -219,3 +219,40 @@ fn verbosity_adds_detail_and_the_default_says_nothing_on_success() {
     );
     assert!(!log.contains("debug:"), "-v stops at info: {log}");
 }
+
+#[test]
+fn the_progress_bar_ends_on_its_totals_with_whole_rates() {
+    let env = many_files();
+    let docs = env.docs.to_str().unwrap();
+    let Some(shown) = on_terminal(&env, &[], &["ingest", docs]) else {
+        return;
+    };
+    // Every frame, as the terminal got them (indicatif redraws a line after `\r` or an erase).
+    let frames: Vec<&str> = shown
+        .split(['\r', '\n'])
+        .map(|frame| frame.rsplit("\x1b[2K").next().unwrap_or(frame).trim())
+        .filter(|frame| !frame.is_empty())
+        .collect();
+    let bars: Vec<&&str> = frames.iter().filter(|f| f.contains(" files")).collect();
+    assert!(!bars.is_empty(), "no bar on the terminal:\n{shown}");
+    let mut rates = 0;
+    for frame in &frames {
+        assert!(!frame.contains("0/0 "), "a bar with no totals: {frame:?}");
+        // Each rate: the word before a "/s".
+        for (at, _) in frame.match_indices("/s") {
+            let rate = frame[..at].rsplit(' ').next().unwrap_or_default();
+            assert!(
+                !rate.is_empty() && rate.chars().all(|c| c.is_ascii_digit() || c == ','),
+                "not a whole rate ({rate:?}): {frame:?}"
+            );
+            rates += 1;
+        }
+    }
+    assert!(rates > 0, "no rate shown:\n{shown}");
+    let last = bars.last().unwrap();
+    assert!(
+        last.contains("read") && last.contains("1,500/1,500 files in "),
+        "the bar's last frame: {last:?}\n{shown}"
+    );
+    assert!(shown.contains("documents  1500 added"), "{shown}");
+}

@@ -2,62 +2,34 @@
 //! environment, and `groundidx config`, which shows the result.
 //!
 //! Precedence is flags > environment > file > defaults. Clap already resolves flags, the
-//! environment and defaults; `apply` puts the file's value in wherever clap fell back to a
-//! default, and records where every setting came from.
+//! environment and defaults, and tells for each argument which of them gave its value; `apply`
+//! puts the file's value in wherever clap fell back to a default, and records where every
+//! setting came from. A layering crate (figment) would read the environment a second time,
+//! beside clap, and could not tell a flag from a default without clap's answer anyway; the file
+//! is the one layer clap lacks, and `file` reads and checks it.
 
 use std::path::{Path, PathBuf};
 
 use clap::ArgMatches;
 use clap::parser::ValueSource;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use groundidx::keys::RateLimit;
 use groundidx::{Error, Result};
 
-use crate::cli::agent_args::{AgentArgs, parse_ttl};
+use crate::cli::agent_args::AgentArgs;
 use crate::cli::embed_args::EmbedArgs;
-use crate::cli::index_args::{IdFieldArgs, IndexArgs, check_chunk_size};
+use crate::cli::index_args::{INDEX_HEADING, IdFieldArgs, IndexArgs};
 use crate::cli::serve::HttpArgs;
 use crate::cli::{Cli, Command, ExitCode, output, style};
+
+mod file;
+
+pub use file::ConfigFile;
 
 /// The file looked for in the current folder when neither `--config` nor `GROUNDIDX_CONFIG`
 /// names one.
 pub const FILE_NAME: &str = "groundidx.toml";
-
-/// What `groundidx.toml` may hold. Keys are the long flags' names with `_` for `-`; relative
-/// paths are relative to the file's folder. Any other key is an error.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileSettings {
-    store: Option<PathBuf>,
-    ledger: Option<String>,
-    ledger_schema: Option<String>,
-    ledger_ca: Option<PathBuf>,
-    roots: Option<Vec<PathBuf>>,
-    exclude: Option<Vec<String>>,
-    formats: Option<Vec<String>>,
-    chunk_size: Option<usize>,
-    max_file_size: Option<u64>,
-    id_fields: Option<Vec<String>>,
-    key_ttl: Option<String>,
-    rate_limit: Option<String>,
-    client_id: Option<String>,
-    listen: Option<String>,
-    tokens: Option<PathBuf>,
-    embed_model: Option<PathBuf>,
-    embed_url: Option<String>,
-    embed_remote_model: Option<String>,
-    embed_query_prefix: Option<String>,
-    embed_passage_prefix: Option<String>,
-    embed_max_tokens: Option<usize>,
-}
-
-/// A configuration file, read and checked.
-#[derive(Debug)]
-pub struct ConfigFile {
-    path: PathBuf,
-    settings: FileSettings,
-}
 
 /// Where one setting's value came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -88,7 +60,7 @@ pub struct Args {
     #[arg(value_name = "DIR")]
     pub roots: Vec<PathBuf>,
 
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = INDEX_HEADING)]
     pub index: IndexArgs,
 
     #[command(flatten)]
@@ -113,50 +85,7 @@ pub fn find(explicit: Option<&Path>) -> Result<Option<ConfigFile>> {
             here
         }
     };
-    let text = std::fs::read_to_string(&path).map_err(|err| {
-        Error::Usage(format!(
-            "cannot read the configuration file {}: {err}\nhint: check --config or GROUNDIDX_CONFIG",
-            path.display()
-        ))
-    })?;
-    let settings: FileSettings = toml::from_str(&text).map_err(|err| {
-        let at = err
-            .span()
-            .map(|span| {
-                let start = span.start.min(text.len());
-                let number = text[..start].matches('\n').count() + 1;
-                let line = text[..start]
-                    .rfind('\n')
-                    .map_or(&text[..], |at| &text[at + 1..]);
-                let line = line.lines().next().unwrap_or_default().trim();
-                format!(", line {number} ({line})")
-            })
-            .unwrap_or_default();
-        Error::Usage(format!(
-            "{}{at}: {}",
-            path.display(),
-            err.message().replace("field", "key")
-        ))
-    })?;
-    Ok(Some(ConfigFile { path, settings }))
-}
-
-impl ConfigFile {
-    /// A path from the file, relative to the file's folder.
-    fn resolve(&self, path: &Path) -> PathBuf {
-        match self.path.parent() {
-            Some(dir) if path.is_relative() => dir.join(path),
-            _ => path.to_path_buf(),
-        }
-    }
-
-    fn invalid(&self, key: &str, message: impl std::fmt::Display) -> Error {
-        Error::Usage(format!(
-            "{}: {key}: {message}\nhint: fix the value in the file, or override it with --{}",
-            self.path.display(),
-            key.replace('_', "-")
-        ))
-    }
+    ConfigFile::read(&path).map(Some)
 }
 
 /// Layers one subcommand's settings: flag or environment, else file, else default.
@@ -164,6 +93,9 @@ struct Layers<'a> {
     matches: &'a ArgMatches,
     file: Option<&'a ConfigFile>,
     shown: Vec<Setting>,
+    /// Keys a flag or a variable set for this command: the file's value for them is not used,
+    /// so a bad one there does not stop the command.
+    overridden: Vec<&'static str>,
 }
 
 impl Layers<'_> {
@@ -180,23 +112,23 @@ impl Layers<'_> {
     }
 
     /// Settles one setting: keeps a flag's or the environment's value, else takes the file's
-    /// (checked by `parse`), else keeps the default; then records it for `groundidx config`.
-    fn layer<T, F>(
+    /// (already checked when the file was read), else keeps the default; then records it for
+    /// `groundidx config`.
+    fn layer<T: Serialize>(
         &mut self,
         key: &'static str,
         flag: &str,
         env: Option<&str>,
         target: &mut T,
-        from_file: Option<F>,
-        parse: impl FnOnce(&ConfigFile, F) -> Result<T>,
-    ) -> Result<()>
-    where
-        T: Serialize,
-    {
+        from_file: Option<T>,
+    ) {
         let source = match (self.given(key, flag, env), from_file, self.file) {
-            (Some(source), _, _) => source,
+            (Some(source), _, _) => {
+                self.overridden.push(key);
+                source
+            }
             (None, Some(value), Some(file)) => {
-                *target = parse(file, value)?;
+                *target = value;
                 Source::File(file.path.clone())
             }
             _ => Source::Default,
@@ -206,10 +138,15 @@ impl Layers<'_> {
             value: serde_json::to_value(&*target).unwrap_or_default(),
             source,
         });
-        Ok(())
     }
 
-    fn index(&mut self, args: &mut IndexArgs) -> Result<()> {
+    /// A path setting from the file, relative to the file's folder.
+    fn file_path(&self, pick: impl Fn(&file::FileSettings) -> Option<&PathBuf>) -> Option<PathBuf> {
+        let file = self.file?;
+        pick(&file.settings).map(|path| file.resolve(path))
+    }
+
+    fn index(&mut self, args: &mut IndexArgs) {
         let file = self.file.map(|f| &f.settings);
         self.layer(
             "exclude",
@@ -217,40 +154,32 @@ impl Layers<'_> {
             None,
             &mut args.exclude,
             file.and_then(|f| f.exclude.clone()),
-            |_, v| Ok(v),
-        )?;
+        );
         self.layer(
             "formats",
             "--formats",
             Some("GROUNDIDX_FORMATS"),
             &mut args.formats,
             file.and_then(|f| f.formats.clone()),
-            |file, v| {
-                groundidx::extract::FormatSet::parse(&v)
-                    .map(|_| v)
-                    .map_err(|m| file.invalid("formats", m))
-            },
-        )?;
+        );
         self.layer(
             "chunk_size",
             "--chunk-size",
             Some("GROUNDIDX_CHUNK_SIZE"),
             &mut args.chunk_size,
             file.and_then(|f| f.chunk_size),
-            |file, v| check_chunk_size(v).map_err(|m| file.invalid("chunk_size", m)),
-        )?;
+        );
         self.layer(
             "max_file_size",
             "--max-file-size",
             Some("GROUNDIDX_MAX_FILE_SIZE"),
             &mut args.max_file_size,
             file.and_then(|f| f.max_file_size),
-            |_, v| Ok(v),
-        )?;
-        self.id_fields(&mut args.id_fields)
+        );
+        self.id_fields(&mut args.id_fields);
     }
 
-    fn id_fields(&mut self, args: &mut IdFieldArgs) -> Result<()> {
+    fn id_fields(&mut self, args: &mut IdFieldArgs) {
         let file = self.file.map(|f| &f.settings);
         self.layer(
             "id_fields",
@@ -258,11 +187,10 @@ impl Layers<'_> {
             Some("GROUNDIDX_ID_FIELDS"),
             &mut args.id_fields,
             file.and_then(|f| f.id_fields.clone()),
-            |_, v| Ok(v),
-        )
+        );
     }
 
-    fn agent(&mut self, args: &mut AgentArgs) -> Result<()> {
+    fn agent(&mut self, args: &mut AgentArgs) {
         let file = self.file.map(|f| &f.settings);
         self.layer(
             "client_id",
@@ -270,21 +198,15 @@ impl Layers<'_> {
             Some("GROUNDIDX_CLIENT_ID"),
             &mut args.client_id,
             file.and_then(|f| f.client_id.clone()),
-            |_, v| Ok(v),
-        )?;
+        );
         let mut ttl = DurationText(args.key_ttl);
         self.layer(
             "key_ttl",
             "--key-ttl",
             Some("GROUNDIDX_KEY_TTL"),
             &mut ttl,
-            file.and_then(|f| f.key_ttl.clone()),
-            |file, v| {
-                parse_ttl(&v)
-                    .map(DurationText)
-                    .map_err(|m| file.invalid("key_ttl", m))
-            },
-        )?;
+            file.and_then(|f| f.key_ttl).map(DurationText),
+        );
         args.key_ttl = ttl.0;
         let mut rate = RateText(args.rate_limit);
         self.layer(
@@ -292,90 +214,75 @@ impl Layers<'_> {
             "--rate-limit",
             Some("GROUNDIDX_RATE_LIMIT"),
             &mut rate,
-            file.and_then(|f| f.rate_limit.clone()),
-            |file, v| {
-                v.parse::<RateLimit>()
-                    .map(RateText)
-                    .map_err(|m| file.invalid("rate_limit", m))
-            },
-        )?;
+            file.and_then(|f| f.rate_limit).map(RateText),
+        );
         args.rate_limit = rate.0;
-        Ok(())
     }
 
-    fn http(&mut self, args: &mut HttpArgs) -> Result<()> {
+    fn http(&mut self, args: &mut HttpArgs) {
         let file = self.file.map(|f| &f.settings);
         self.layer(
             "listen",
             "--listen",
             Some("GROUNDIDX_LISTEN"),
             &mut args.listen,
-            file.and_then(|f| f.listen.clone()),
-            |file, v| {
-                v.parse()
-                    .map_err(|err| file.invalid("listen", format!("{v:?}: {err}")))
-            },
-        )?;
+            file.and_then(|f| f.listen),
+        );
+        let tokens = self.file_path(|f| f.tokens.as_ref()).map(Some);
         self.layer(
             "tokens",
             "--tokens",
             Some("GROUNDIDX_TOKENS"),
             &mut args.tokens,
-            file.and_then(|f| f.tokens.clone()),
-            |file, v| Ok(Some(file.resolve(&v))),
-        )
+            tokens,
+        );
     }
 
     fn embed(&mut self, args: &mut EmbedArgs) -> Result<()> {
         let file = self.file.map(|f| &f.settings);
+        let model = self.file_path(|f| f.embed_model.as_ref()).map(Some);
         self.layer(
             "embed_model",
             "--embed-model",
             Some("GROUNDIDX_EMBED_MODEL"),
             &mut args.embed_model,
-            file.and_then(|f| f.embed_model.clone()),
-            |file, v| Ok(Some(file.resolve(&v))),
-        )?;
+            model,
+        );
         self.layer(
             "embed_url",
             "--embed-url",
             Some("GROUNDIDX_EMBED_URL"),
             &mut args.embed_url,
-            file.and_then(|f| f.embed_url.clone()),
-            |_, v| Ok(Some(v)),
-        )?;
+            file.and_then(|f| f.embed_url.clone()).map(Some),
+        );
         self.layer(
             "embed_remote_model",
             "--embed-remote-model",
             Some("GROUNDIDX_EMBED_REMOTE_MODEL"),
             &mut args.embed_remote_model,
-            file.and_then(|f| f.embed_remote_model.clone()),
-            |_, v| Ok(Some(v)),
-        )?;
+            file.and_then(|f| f.embed_remote_model.clone()).map(Some),
+        );
         self.layer(
             "embed_query_prefix",
             "--embed-query-prefix",
             Some("GROUNDIDX_EMBED_QUERY_PREFIX"),
             &mut args.embed_query_prefix,
-            file.and_then(|f| f.embed_query_prefix.clone()),
-            |_, v| Ok(Some(v)),
-        )?;
+            file.and_then(|f| f.embed_query_prefix.clone()).map(Some),
+        );
         self.layer(
             "embed_passage_prefix",
             "--embed-passage-prefix",
             Some("GROUNDIDX_EMBED_PASSAGE_PREFIX"),
             &mut args.embed_passage_prefix,
-            file.and_then(|f| f.embed_passage_prefix.clone()),
-            |_, v| Ok(Some(v)),
-        )?;
+            file.and_then(|f| f.embed_passage_prefix.clone()).map(Some),
+        );
         self.layer(
             "embed_max_tokens",
             "--embed-max-tokens",
             Some("GROUNDIDX_EMBED_MAX_TOKENS"),
             &mut args.embed_max_tokens,
-            file.and_then(|f| f.embed_max_tokens),
-            |_, v| Ok(Some(v)),
-        )?;
+            file.and_then(|f| f.embed_max_tokens).map(Some),
+        );
         if args.embed_model.is_some() && args.embed_url.is_some() {
             return Err(Error::Usage(
                 "both a local embedding model (embed_model) and a remote one (embed_url) are set\nhint: keep one".into(),
@@ -384,16 +291,36 @@ impl Layers<'_> {
         Ok(())
     }
 
-    fn roots(&mut self, dirs: &mut Vec<PathBuf>) -> Result<()> {
-        let file = self.file.map(|f| &f.settings);
-        self.layer(
-            "roots",
-            "DIR arguments",
-            None,
-            dirs,
-            file.and_then(|f| f.roots.clone()),
-            |file, v| Ok(v.iter().map(|p| file.resolve(p)).collect()),
-        )
+    fn roots(&mut self, dirs: &mut Vec<PathBuf>) {
+        let roots = self.file.and_then(|file| {
+            file.settings
+                .roots
+                .as_ref()
+                .map(|roots| roots.iter().map(|p| file.resolve(p)).collect())
+        });
+        self.layer("roots", "DIR arguments", None, dirs, roots);
+    }
+
+    /// Fails on the file's first bad value that no flag or variable replaced for this command.
+    fn check_bad_values(&self, top: &ArgMatches) -> Result<()> {
+        let Some(file) = self.file else {
+            return Ok(());
+        };
+        let Some(bad) = file
+            .bad
+            .iter()
+            .find(|bad| !self.overridden.contains(&bad.key))
+        else {
+            return Ok(());
+        };
+        let takes = |matches: &ArgMatches| matches.ids().any(|id| id.as_str() == bad.key);
+        let flag = if bad.key == "roots" {
+            "folders on the command line".to_string()
+        } else {
+            format!("--{}", bad.key.replace('_', "-"))
+        };
+        let flag = (takes(self.matches) || takes(top)).then_some(flag.as_str());
+        Err(file.invalid(bad, flag))
     }
 }
 
@@ -424,105 +351,103 @@ impl Serialize for RateText {
 
 /// Reads the configuration file and puts its values into `cli` wherever no flag or
 /// environment variable gave one; returns every setting the command uses, with its source.
+/// A bad value in the file is an error here, before the command runs, unless a flag or a
+/// variable replaced it for this command.
 pub fn apply(cli: &mut Cli, matches: &ArgMatches) -> Result<Vec<Setting>> {
+    // The extraction worker uses no setting, and runs in the folder and environment of the
+    // ingest that started it, which read the file with its own flags: a value that ingest's
+    // flag replaced must not stop the worker.
+    if matches!(cli.command, Command::ExtractWorker(_)) {
+        return Ok(Vec::new());
+    }
     let file = find(cli.config.as_deref())?;
     let mut layers = Layers {
         matches,
         file: file.as_ref(),
         shown: Vec::new(),
+        overridden: Vec::new(),
     };
-    let store_source = layers.given("store", "--store", Some("GROUNDIDX_STORE"));
-    if let (None, Some(file)) = (&store_source, &file)
-        && let Some(path) = &file.settings.store
-    {
-        cli.store = Some(file.resolve(path));
+    let store = layers.file_path(|f| f.store.as_ref()).map(Some);
+    layers.layer(
+        "store",
+        "--store",
+        Some("GROUNDIDX_STORE"),
+        &mut cli.store,
+        store,
+    );
+    // Shown as the folder used, the default one included.
+    if let Some(shown) = layers.shown.last_mut() {
+        shown.value = serde_json::to_value(cli.store_dir()).unwrap_or_default();
     }
-    layers.shown.push(Setting {
-        key: "store",
-        value: serde_json::to_value(cli.store_dir()).unwrap_or_default(),
-        source: store_source.unwrap_or_else(|| match &file {
-            Some(f) if f.settings.store.is_some() => Source::File(f.path.clone()),
-            _ => Source::Default,
-        }),
-    });
-
-    let ledger_source = layers.given("ledger", "--ledger", Some("GROUNDIDX_LEDGER"));
-    if let (None, Some(file)) = (&ledger_source, &file)
-        && let Some(url) = &file.settings.ledger
-    {
-        cli.ledger = Some(url.clone());
-    }
-    layers.shown.push(Setting {
-        key: "ledger",
-        value: serde_json::to_value(
+    let ledger = file
+        .as_ref()
+        .and_then(|f| f.settings.ledger.clone())
+        .map(Some);
+    layers.layer(
+        "ledger",
+        "--ledger",
+        Some("GROUNDIDX_LEDGER"),
+        &mut cli.ledger,
+        ledger,
+    );
+    // Shown without its password.
+    if let Some(shown) = layers.shown.last_mut() {
+        shown.value = serde_json::to_value(
             cli.ledger
                 .as_deref()
                 .map(groundidx::ledger::postgres::redact),
         )
-        .unwrap_or_default(),
-        source: ledger_source.unwrap_or_else(|| match &file {
-            Some(f) if f.settings.ledger.is_some() => Source::File(f.path.clone()),
-            _ => Source::Default,
-        }),
-    });
-    let from_file = file.as_ref().and_then(|f| f.settings.ledger_schema.clone());
-    let mut schema = cli.ledger_schema.clone();
+        .unwrap_or_default();
+    }
+    let schema = file.as_ref().and_then(|f| f.settings.ledger_schema.clone());
     layers.layer(
         "ledger_schema",
         "--ledger-schema",
         Some("GROUNDIDX_LEDGER_SCHEMA"),
-        &mut schema,
-        from_file,
-        |_, v| Ok(v),
-    )?;
-    cli.ledger_schema = schema;
-    let ca_source = layers.given("ledger_ca", "--ledger-ca", Some("GROUNDIDX_LEDGER_CA"));
-    if let (None, Some(file)) = (&ca_source, &file)
-        && let Some(path) = &file.settings.ledger_ca
-    {
-        cli.ledger_ca = Some(file.resolve(path));
-    }
-    layers.shown.push(Setting {
-        key: "ledger_ca",
-        value: serde_json::to_value(&cli.ledger_ca).unwrap_or_default(),
-        source: ca_source.unwrap_or_else(|| match &file {
-            Some(f) if f.settings.ledger_ca.is_some() => Source::File(f.path.clone()),
-            _ => Source::Default,
-        }),
-    });
+        &mut cli.ledger_schema,
+        schema,
+    );
+    let ca = layers.file_path(|f| f.ledger_ca.as_ref()).map(Some);
+    layers.layer(
+        "ledger_ca",
+        "--ledger-ca",
+        Some("GROUNDIDX_LEDGER_CA"),
+        &mut cli.ledger_ca,
+        ca,
+    );
 
-    let Some((_, sub)) = matches.subcommand() else {
-        return Ok(layers.shown);
-    };
-    layers.matches = sub;
-    match &mut cli.command {
-        Command::Ingest(args) => {
-            layers.roots(&mut args.roots)?;
-            layers.index(&mut args.index)?;
-            layers.embed(&mut args.embed)?;
+    if let Some((_, sub)) = matches.subcommand() {
+        layers.matches = sub;
+        match &mut cli.command {
+            Command::Ingest(args) => {
+                layers.roots(&mut args.roots);
+                layers.index(&mut args.index);
+                layers.embed(&mut args.embed)?;
+            }
+            Command::Serve(args) => {
+                layers.http(&mut args.http);
+                layers.agent(&mut args.agent);
+                layers.index(&mut args.index);
+                layers.embed(&mut args.embed)?;
+            }
+            Command::Mcp(args) => {
+                layers.agent(&mut args.agent);
+                layers.embed(&mut args.embed)?;
+            }
+            Command::Search(args) => layers.embed(&mut args.embed)?,
+            Command::Embed(args) => layers.embed(&mut args.embed)?,
+            Command::Rebuild(args) => layers.id_fields(&mut args.id_fields),
+            Command::Config(args) => {
+                layers.roots(&mut args.roots);
+                layers.index(&mut args.index);
+                layers.agent(&mut args.agent);
+                layers.http(&mut args.http);
+                layers.embed(&mut args.embed)?;
+            }
+            _ => {}
         }
-        Command::Serve(args) => {
-            layers.http(&mut args.http)?;
-            layers.agent(&mut args.agent)?;
-            layers.index(&mut args.index)?;
-            layers.embed(&mut args.embed)?;
-        }
-        Command::Mcp(args) => {
-            layers.agent(&mut args.agent)?;
-            layers.embed(&mut args.embed)?;
-        }
-        Command::Search(args) => layers.embed(&mut args.embed)?,
-        Command::Embed(args) => layers.embed(&mut args.embed)?,
-        Command::Rebuild(args) => layers.id_fields(&mut args.id_fields)?,
-        Command::Config(args) => {
-            layers.roots(&mut args.roots)?;
-            layers.index(&mut args.index)?;
-            layers.agent(&mut args.agent)?;
-            layers.http(&mut args.http)?;
-            layers.embed(&mut args.embed)?;
-        }
-        _ => {}
     }
+    layers.check_bad_values(matches)?;
     Ok(layers.shown)
 }
 
