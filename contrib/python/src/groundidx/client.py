@@ -211,11 +211,12 @@ def _parse(tool: str, parse: Any, reply: Reply) -> Any:
     ``unexpected_response`` naming it, not a bare KeyError."""
     try:
         return parse(reply.body, reply.response)
-    except (KeyError, TypeError, ValueError) as error:
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        what = f"field {error}" if isinstance(error, KeyError) else f"a field ({error})"
         raise GroundidxError(
             status=200,
             code=UNEXPECTED_RESPONSE,
-            detail=f"the answer lacks or mistypes {error}; is the server a groundidx of "
+            detail=f"the answer lacks or mistypes {what}; is the server a groundidx of "
             "another version?",
             tool=tool,
             key=reply.response.key,

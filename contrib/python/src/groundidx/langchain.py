@@ -1,9 +1,9 @@
 """A LangChain retriever over a running ``groundidx serve``.
 
 The idempotency key of each search comes from the run's config, where LangGraph keeps its
-checkpointed identity: ``thread_id``, ``langgraph_step`` and the task's ``checkpoint_ns``
-(``node:task-id``, the same when a resumed run re-executes the task, different for two nodes
-of one step). Explicit ``groundidx_run_id``, ``groundidx_step`` and ``groundidx_call_id``
+checkpointed identity: ``thread_id`` (in ``configurable``, and in ``metadata`` inside a graph),
+``langgraph_step`` and the task's ``checkpoint_ns`` (``node:task-id``, the same when a resumed
+run re-executes the task, different for two nodes of one step). Explicit ``groundidx_run_id``, ``groundidx_step`` and ``groundidx_call_id``
 metadata take precedence over each. Without a checkpointed identity no key is sent (never a
 random one): the call is served, and a retry is logged and counted again.
 
@@ -13,7 +13,7 @@ Needs ``langchain-core``: ``pip install 'groundidx[langchain]'``.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 try:
     from langchain_core.callbacks import (
@@ -22,6 +22,7 @@ try:
     )
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnableConfig, ensure_config
 except ImportError as error:  # pragma: no cover - exercised in a subprocess by the tests
     raise ImportError(
         "groundidx.langchain needs langchain-core: pip install 'groundidx[langchain]'"
@@ -80,6 +81,25 @@ def key_from_metadata(metadata: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
+def key_from_config(
+    config: Optional[RunnableConfig], own_metadata: Optional[Mapping[str, Any]] = None
+) -> Optional[str]:
+    """The key of a run's config (``key_from_metadata`` of its ``configurable`` scalars, then
+    its ``metadata``, then the retriever's own ``metadata``, each later one taking precedence).
+
+    A config of None is the one of the enclosing run, as LangChain passes it down.
+    """
+    config = ensure_config(config)
+    merged: Dict[str, Any] = {
+        name: value
+        for name, value in (config.get("configurable") or {}).items()
+        if isinstance(value, (str, int)) and not name.startswith("__")
+    }
+    merged.update(config.get("metadata") or {})
+    merged.update(own_metadata or {})
+    return key_from_metadata(merged)
+
+
 def to_documents(result: SearchResult) -> List[Document]:
     """Each hit as a ``Document``: the passage's text, and its metadata (``hit_metadata``)."""
     return [
@@ -92,8 +112,9 @@ class GroundidxRetriever(BaseRetriever):
     """Passages from groundidx's ``search_docs`` as LangChain documents.
 
     ``retriever.invoke(query, config)`` and ``await retriever.ainvoke(query, config)`` search
-    with the key of the config's checkpointed identity (``key_from_metadata``). The filters
-    below apply to every search; None leaves the server's default.
+    with the key of the config's checkpointed identity (``key_from_config``); ``batch`` and
+    ``stream`` go through them. The filters below apply to every search; None leaves the
+    server's default.
     """
 
     client: Client
@@ -114,18 +135,38 @@ class GroundidxRetriever(BaseRetriever):
             key=key,
         )
 
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    # The key is made here, where the config is at hand (the run manager that reaches
+    # `_get_relevant_documents` has the metadata but not `configurable`), and handed down as
+    # an argument: LangChain passes extra arguments on to a retriever whose
+    # `_get_relevant_documents` declares them.
+    def invoke(
+        self, input: str, config: Optional[RunnableConfig] = None, **kwargs: Any
     ) -> List[Document]:
-        # The run manager's metadata is the config's (with `configurable`'s scalars, where
-        # LangGraph's thread_id is) merged with this retriever's own `metadata`.
-        key = key_from_metadata(run_manager.metadata)
-        return to_documents(self._search(query, key))
+        key = key_from_config(config, self.metadata)
+        return super().invoke(input, config, groundidx_key=key, **kwargs)
+
+    async def ainvoke(
+        self, input: str, config: Optional[RunnableConfig] = None, **kwargs: Any
+    ) -> List[Document]:
+        key = key_from_config(config, self.metadata)
+        return await super().ainvoke(input, config, groundidx_key=key, **kwargs)
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        groundidx_key: Optional[str] = None,
+    ) -> List[Document]:
+        return to_documents(self._search(query, groundidx_key))
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        groundidx_key: Optional[str] = None,
     ) -> List[Document]:
-        key = key_from_metadata(run_manager.metadata)
         # The client is blocking (urllib); a worker thread keeps the event loop free.
-        result = await asyncio.to_thread(self._search, query, key)
+        result = await asyncio.to_thread(self._search, query, groundidx_key)
         return to_documents(result)
