@@ -164,6 +164,7 @@ mod names;
 mod ops;
 mod pipes;
 mod prompt;
+mod python_package;
 mod readme_setups;
 mod recorded_model;
 mod reingest;
