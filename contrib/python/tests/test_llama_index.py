@@ -5,6 +5,7 @@ or ``call_identity``), and no key without one."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from types import ModuleType
 
 import pytest
@@ -108,3 +109,23 @@ def test_aretrieve_reads_the_identity_of_its_task(
     [a] = server.events(key=call_key(unique, 1, "a"))
     [b] = server.events(key=call_key(unique, 1, "b"))
     assert "backups" in a["arguments"] and "signing key" in b["arguments"]
+
+
+def test_call_identity_is_per_thread(
+    llama_index: ModuleType, client: Client, server: Server, unique: str
+) -> None:
+    retriever = llama_index.GroundidxRetriever(client, run_id=unique, step=1)
+    entered = threading.Barrier(2)
+
+    def call(call_id: str) -> None:
+        with llama_index.call_identity(call_id=call_id):
+            entered.wait(timeout=10)  # both identities are set before either thread searches
+            retriever.retrieve("backups")
+
+    threads = [threading.Thread(target=call, args=(name,)) for name in ("t1", "t2")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(server.events(key=call_key(unique, 1, "t1"))) == 1
+    assert len(server.events(key=call_key(unique, 1, "t2"))) == 1
