@@ -38,7 +38,10 @@ Restore a ledger from the cold bucket with restore --from cold, then verify it.
 
 #: The PDF's pages, each a list of lines.
 VAULT_PAGES = [
-    ["Retention vault audit", "The quarterly audit of the retention vault checks every sealed archive."],
+    [
+        "Retention vault audit",
+        "The quarterly audit of the retention vault checks every sealed archive.",
+    ],
     ["Vault sealing", "A sealed archive is verified against its manifest before the audit closes."],
 ]
 

@@ -36,8 +36,7 @@ def test_search_reads_every_field_of_the_answer(client: Client, roots: tuple) ->
     assert hit.paths == ("handbook/key-rotation.md",)
     # The same relative path under two roots: one path, two sources.
     assert sorted(hit.sources, key=lambda s: s.root) == [
-        Source(root=str(root), path="handbook/key-rotation.md", lines=hit.lines)
-        for root in roots
+        Source(root=str(root), path="handbook/key-rotation.md", lines=hit.lines) for root in roots
     ]
     assert hit.path == "handbook/key-rotation.md" and hit.root in map(str, roots)
     lines = docs_corpus.KEY_ROTATION.splitlines()

@@ -41,7 +41,8 @@ def test_an_unknown_chunk_is_not_found(client: Client) -> None:
 
 def test_a_bad_token_is_unauthorized(server: Server) -> None:
     for token in ("not-the-token-0123456789", None):
-        error = refusal(lambda: Client(server.url, token=token).search("signing"))
+        unauthorized = Client(server.url, token=token)
+        error = refusal(lambda: unauthorized.search("signing"))  # noqa: B023 - called at once
         assert (error.status, error.code) == (401, "unauthorized")
         assert "Bearer" in error.detail
 
@@ -67,7 +68,9 @@ def test_the_quota_says_when_to_retry(
         first = client.search("backups", key=key)
         assert first.response.rate_limit is not None
         assert (first.response.rate_limit.limit, first.response.rate_limit.remaining) == (1, 0)
-        error = refusal(lambda: client.search("signing", key=call_key(unique, "retrieve", "call_2")))
+        error = refusal(
+            lambda: client.search("signing", key=call_key(unique, "retrieve", "call_2"))
+        )
         assert (error.status, error.code) == (429, "rate_limited")
         assert error.retry_after is not None and 0 < error.retry_after <= 60
         assert error.problem["retry_after_seconds"] == error.retry_after

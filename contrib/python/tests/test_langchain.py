@@ -200,6 +200,9 @@ def test_batch_gives_each_input_the_key_of_its_config(
     retriever = langchain.GroundidxRetriever(client=client)
     configs = [langgraph_config(unique, 3, f"fan_out:{n}") for n in range(2)]
     documents = retriever.batch(["backups", "signing key"], configs)
-    assert [d[0].metadata["path"] for d in documents] == ["ops/backups.md", "handbook/key-rotation.md"]
+    assert [d[0].metadata["path"] for d in documents] == [
+        "ops/backups.md",
+        "handbook/key-rotation.md",
+    ]
     for n in range(2):
         assert len(server.events(key=call_key(unique, 3, f"fan_out:{n}"))) == 1

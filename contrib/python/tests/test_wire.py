@@ -77,12 +77,22 @@ def test_read_document_and_list_documents_post_their_tool(recorder: Recorder) ->
 def test_search_sends_only_the_arguments_given(recorder: Recorder) -> None:
     recorder.answer = (200, {}, b'{"generation": 3, "last_ingest": null, "hits": []}')
     result = Client(recorder.url).search(
-        "q", top_k=3, mode="semantic", path_prefix="a/", tags=("x", "y"), min_score=0.5,
+        "q",
+        top_k=3,
+        mode="semantic",
+        path_prefix="a/",
+        tags=("x", "y"),
+        min_score=0.5,
         cursor="c2.x",
     )
     assert recorder.requests[-1]["body"] == {
-        "query": "q", "top_k": 3, "mode": "semantic", "path_prefix": "a/", "tags": ["x", "y"],
-        "min_score": 0.5, "cursor": "c2.x",
+        "query": "q",
+        "top_k": 3,
+        "mode": "semantic",
+        "path_prefix": "a/",
+        "tags": ["x", "y"],
+        "min_score": 0.5,
+        "cursor": "c2.x",
     }
     assert (result.generation, result.hits, result.mode) == (3, (), None)
     Client(recorder.url).search("only the query")
@@ -108,11 +118,19 @@ def test_a_late_replay_and_a_read_only_replica_are_reported(recorder: Recorder) 
 def test_retry_after_as_an_http_date(recorder: Recorder) -> None:
     import time
 
-    problem = {"type": "/problems#busy", "title": "Store busy", "status": 503,
-               "detail": "the ledger is locked", "code": "busy"}
+    problem = {
+        "type": "/problems#busy",
+        "title": "Store busy",
+        "status": 503,
+        "detail": "the ledger is locked",
+        "code": "busy",
+    }
     recorder.answer = (
         503,
-        {"Content-Type": "application/problem+json", "Retry-After": formatdate(time.time() + 30, usegmt=True)},
+        {
+            "Content-Type": "application/problem+json",
+            "Retry-After": formatdate(time.time() + 30, usegmt=True),
+        },
         json.dumps(problem).encode(),
     )
     with pytest.raises(GroundidxError) as raised:

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple, TypeVar
 
 from . import wire
 from .errors import CONNECTION_FAILED, UNEXPECTED_RESPONSE, GroundidxError
@@ -48,9 +48,7 @@ class Client:
     ) -> None:
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ValueError(
-                f"base_url {base_url!r} is not an http(s) URL such as {DEFAULT_URL}"
-            )
+            raise ValueError(f"base_url {base_url!r} is not an http(s) URL such as {DEFAULT_URL}")
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -206,7 +204,12 @@ def _json_object(tool: str, status: int, headers: Mapping[str, str], body: bytes
     return value
 
 
-def _parse(tool: str, parse: Any, reply: Reply) -> Any:
+Answer = TypeVar("Answer")
+
+
+def _parse(
+    tool: str, parse: Callable[[Dict[str, Any], ResponseInfo], Answer], reply: Reply
+) -> Answer:
     """Reads a tool's typed answer; an answer without a field the contract requires raises
     ``unexpected_response`` naming it, not a bare KeyError."""
     try:

@@ -65,8 +65,6 @@ def call_key(run_id: Part, step: Part, call_id: Part) -> str:
         TypeError: a part is not a str or an int.
         ValueError: a part is empty.
     """
-    key = SEPARATOR.join(
-        (_part("run_id", run_id), _part("step", step), _part("call_id", call_id))
-    )
+    key = SEPARATOR.join((_part("run_id", run_id), _part("step", step), _part("call_id", call_id)))
     assert 1 <= len(key) <= MAX_KEY_LENGTH
     return key

@@ -3,9 +3,10 @@
 The idempotency key of each search comes from the run's config, where LangGraph keeps its
 checkpointed identity: ``thread_id`` (in ``configurable``, and in ``metadata`` inside a graph),
 ``langgraph_step`` and the task's ``checkpoint_ns`` (``node:task-id``, the same when a resumed
-run re-executes the task, different for two nodes of one step). Explicit ``groundidx_run_id``, ``groundidx_step`` and ``groundidx_call_id``
-metadata take precedence over each. Without a checkpointed identity no key is sent (never a
-random one): the call is served, and a retry is logged and counted again.
+run re-executes the task, different for two nodes of one step). Explicit ``groundidx_run_id``,
+``groundidx_step`` and ``groundidx_call_id`` metadata take precedence over each. Without a
+checkpointed identity no key is sent (never a random one): the call is served, and a retry is
+logged and counted again.
 
 Needs ``langchain-core``: ``pip install 'groundidx[langchain]'``.
 """
@@ -13,7 +14,7 @@ Needs ``langchain-core``: ``pip install 'groundidx[langchain]'``.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, cast
 
 try:
     from langchain_core.callbacks import (
@@ -29,7 +30,7 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess by 
     ) from error
 
 from .client import Client
-from .keys import call_key
+from .keys import Part, call_key
 from .metadata import hit_metadata
 from .models import SearchResult
 
@@ -70,7 +71,7 @@ def key_from_metadata(metadata: Mapping[str, Any]) -> Optional[str]:
     parts = {"run_id": run_id, "step": step, "call_id": call_id}
     missing = [name for name, value in parts.items() if not _present(value)]
     if not missing:
-        return call_key(run_id, step, call_id)
+        return call_key(cast(Part, run_id), cast(Part, step), cast(Part, call_id))
     explicit = [name for name in (RUN_ID, STEP, CALL_ID) if _present(metadata.get(name))]
     if explicit:
         raise ValueError(

@@ -33,8 +33,8 @@ Part = Union[str, int]
 
 #: The identity ``call_identity`` sets for the calls made inside it: a context variable, so
 #: threads and asyncio tasks each see their own.
-_identity: contextvars.ContextVar[Dict[str, Part]] = contextvars.ContextVar(
-    "groundidx_llama_index_identity", default={}
+_identity: contextvars.ContextVar[Optional[Dict[str, Part]]] = contextvars.ContextVar(
+    "groundidx_llama_index_identity", default=None
 )
 
 #: Metadata kept out of the text LlamaIndex gives an LLM or an embedding model: numbers and
@@ -71,7 +71,7 @@ def call_identity(
         for name, value in (("run_id", run_id), ("step", step), ("call_id", call_id))
         if value is not None
     }
-    token = _identity.set({**_identity.get(), **given})
+    token = _identity.set({**(_identity.get() or {}), **given})
     try:
         yield
     finally:
@@ -136,7 +136,7 @@ class GroundidxRetriever(BaseRetriever):
 
         Raises ``ValueError`` when only part of the identity is known.
         """
-        identity = {**self._own_identity, **_identity.get()}
+        identity = {**self._own_identity, **(_identity.get() or {})}
         missing = [name for name in ("run_id", "step", "call_id") if name not in identity]
         if not missing:
             return call_key(identity["run_id"], identity["step"], identity["call_id"])

@@ -3,7 +3,7 @@ nodes describe a hit with the same names and values."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from .models import Hit
 
@@ -28,7 +28,7 @@ def hit_metadata(hit: Hit, generation: int) -> Dict[str, Any]:
     where the answer had nothing: ``pages`` outside PDFs, ``similarity`` without embeddings),
     so that downstream code and serialisers need no special cases. ``path`` and ``root`` are
     the first file's; ``sources`` lists every file the passage appears in."""
-    pages: Optional[list] = None if hit.pages is None else list(hit.pages)
+    pages: Optional[List[int]] = None if hit.pages is None else list(hit.pages)
     return {
         "chunk_id": hit.chunk_id,
         "path": hit.path,

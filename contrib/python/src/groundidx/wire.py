@@ -138,10 +138,12 @@ def problem_error(
             rate_limit=info.rate_limit,
         )
     detail = problem.get("detail")
+    if not isinstance(detail, str):
+        detail = str(problem.get("title") or problem["code"])
     return GroundidxError(
         status=status,
         code=problem["code"],
-        detail=detail if isinstance(detail, str) else problem.get("title", problem["code"]),
+        detail=detail,
         tool=tool,
         retry_after=retry_after(headers, problem),
         problem=problem,
