@@ -63,6 +63,8 @@
 //! - `agent_concurrency`: concurrent clients during ingests get whole generations, never older.
 //! - `two_roots`: the same relative path under two roots is told apart by its root everywhere.
 //! - `agent_cursor`: P6, `search_docs` pages with `cursor` from one generation; bad cursors refused.
+//! - `python_package`: `contrib/python`'s pytest suite (the JSON API client, the LangChain and
+//!   LlamaIndex retrievers) against a real `groundidx serve`.
 //! - `read_tools`: `read_document` around a hit, by lines and pages, pinned to a generation, in
 //!   parts; `list_documents` filtered and paged; the documents as MCP resources; keyed reads.
 //! - `agent_metrics`: `/metrics` stays valid and bounded whatever tool names requests carry.
@@ -172,6 +174,7 @@ mod names;
 mod ops;
 mod pipes;
 mod prompt;
+mod python_package;
 mod read_tools;
 mod readme_setups;
 mod recorded_model;
