@@ -106,10 +106,11 @@ const CORS_REQUEST_HEADERS: [&str; 7] = [
     "accept",
 ];
 
-/// The response headers this server sends that a browser app needs to read (a browser hides
-/// every other one but the CORS-safelisted few). `Mcp-Session-Id` is not among them: `/mcp`
-/// is served statelessly and never sends it.
-const CORS_EXPOSED_HEADERS: [&str; 7] = [
+/// The response headers a browser app needs to read (a browser hides every other one but the
+/// CORS-safelisted few). `Mcp-Session-Id` is listed though `/mcp` is served statelessly and
+/// never sends it today: an MCP client in a browser reads it when present, and a session mode
+/// must not need a CORS change to work.
+const CORS_EXPOSED_HEADERS: [&str; 8] = [
     "idempotency-key",
     "idempotent-replayed",
     "ratelimit",
@@ -117,6 +118,7 @@ const CORS_EXPOSED_HEADERS: [&str; 7] = [
     "retry-after",
     "groundidx-read-only",
     "www-authenticate",
+    "mcp-session-id",
 ];
 
 /// How long a browser may keep a preflight's answer (Chromium caps it at two hours).

@@ -230,6 +230,13 @@ fn an_allowed_origins_preflight_is_answered_and_its_post_reads_the_headers() {
         &first,
         &["Idempotency-Key", "RateLimit", "RateLimit-Policy"],
     );
+    // Not sent by the stateless /mcp, yet readable should a session mode send it.
+    assert!(
+        listed(&first, "Access-Control-Expose-Headers")
+            .iter()
+            .any(|e| e.eq_ignore_ascii_case("Mcp-Session-Id")),
+        "{first}"
+    );
     let replay = post("\"cors-1\"");
     assert_eq!(replay.status, 200, "{replay}");
     assert_eq!(

@@ -1,14 +1,17 @@
 //! README's own setups keep hybrid search: its first `ingest --embed-model` with a relative
 //! model folder, its cron line, the systemd unit it points to and its MCP client configuration,
 //! each read from the file itself and run from another current folder than the one the store
-//! was made in, answer in hybrid mode with every chunk embedded. A README change that breaks
-//! one of them breaks this test.
+//! was made in, answer in hybrid mode with every chunk embedded; and every client configuration
+//! README shows (Claude Desktop, Cursor, VS Code, Claude Code, HTTP with a bearer token) starts
+//! a server that answers, from an absolute `command` path. A README change that breaks one of
+//! them breaks these tests.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
 
+use crate::agent_http::{Server, serve, tokens_file};
 use crate::agent_mcp::Mcp;
 use crate::embed_server::model_dir;
 use crate::recorded_model::small_env;
@@ -227,4 +230,154 @@ async fn readmes_cron_line_systemd_unit_and_mcp_config_keep_hybrid_search() {
         called.raw
     );
     mcp.stop().await;
+}
+
+/// The token README's HTTP configurations stand for with `TOKEN`.
+const README_TOKEN: &str = "readme-token-0123456789";
+
+/// A README configuration's words with its placeholders made real (`TOKEN` too).
+fn real(places: &Places, words: &[String]) -> String {
+    words
+        .iter()
+        .map(|word| places.word(word).replace("TOKEN", README_TOKEN))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Starts a README stdio configuration's command line and checks the server lists every tool.
+async fn assert_stdio_config_serves(places: &Places<'_>, env: &Env, words: &[String], what: &str) {
+    assert!(
+        words[0].starts_with('/'),
+        "{what}: `command` must be an absolute path (a desktop client does not see ~/.cargo/bin): {words:?}"
+    );
+    let mcp = Mcp::start_command(
+        places.command(&real(places, words), &env.docs),
+        env.tmp.path(),
+    )
+    .await;
+    let tools = mcp.client().list_all_tools().await.expect("tools/list");
+    mcp.stop().await;
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        [
+            "search_docs",
+            "get_chunk",
+            "read_document",
+            "list_documents"
+        ],
+        "{what}"
+    );
+}
+
+/// Initializes over README's HTTP configuration (its URL on the test server, its headers).
+fn assert_http_config_serves(server: &Server, url: &str, headers: &[(String, String)], what: &str) {
+    let path = url
+        .strip_prefix("http://127.0.0.1:7878")
+        .unwrap_or_else(|| panic!("{what}: README's URL is serve's default address: {url}"));
+    assert_eq!(path, "/mcp", "{what}");
+    let mut all: Vec<(&str, String)> = headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.replace("TOKEN", README_TOKEN)))
+        .collect();
+    assert!(
+        all.iter()
+            .any(|(name, value)| name.eq_ignore_ascii_case("authorization")
+                && value.starts_with("Bearer ")),
+        "{what}: a bearer token: {headers:?}"
+    );
+    all.push(("Accept", "application/json, text/event-stream".into()));
+    all.push(("Content-Type", "application/json".into()));
+    let borrowed: Vec<(&str, &str)> = all.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "readme", "version": "0"}}});
+    let reply = server.post(path, &borrowed, &initialize.to_string());
+    assert_eq!(reply.status, 200, "{what}: {reply}");
+    assert_eq!(
+        reply.json()["result"]["serverInfo"]["name"],
+        "groundidx",
+        "{what}"
+    );
+}
+
+#[tokio::test]
+async fn every_client_configuration_in_readme_starts_a_server() {
+    let readme = repository_file("README.md");
+    let env = crate::agent_mcp::sample_store();
+    let places = Places {
+        store: &env.store,
+        docs: &env.docs,
+    };
+    let tokens = tokens_file(&env, &[(README_TOKEN, "readme")]);
+    let server = serve(&env, &["--tokens", tokens.to_str().expect("utf-8")]);
+    let (mut stdio, mut http, mut vs_code) = (0, 0, 0);
+    for block in fenced_blocks(&readme, "json") {
+        let config: Value = serde_json::from_str(&block)
+            .unwrap_or_else(|err| panic!("a JSON block of README is not JSON ({err}): {block}"));
+        let (servers, is_vs_code) = match (config.get("mcpServers"), config.get("servers")) {
+            (Some(servers), None) => (servers, false),
+            (None, Some(servers)) => (servers, true),
+            _ => continue,
+        };
+        for (name, entry) in servers.as_object().expect("servers by name") {
+            let what = format!("README's configuration {name}: {entry}");
+            if is_vs_code {
+                vs_code += 1;
+                assert!(entry["type"].is_string(), "{what}: VS Code needs type");
+            }
+            if let Some(command) = entry.get("command") {
+                let words: Vec<String> = std::iter::once(command)
+                    .chain(entry["args"].as_array().expect("args"))
+                    .map(|w| w.as_str().expect("a string").to_string())
+                    .collect();
+                assert_stdio_config_serves(&places, &env, &words, &what).await;
+                stdio += 1;
+            } else {
+                let url = entry["url"].as_str().expect("command or url");
+                let headers: Vec<(String, String)> = entry["headers"]
+                    .as_object()
+                    .expect("headers")
+                    .iter()
+                    .map(|(n, v)| (n.clone(), v.as_str().expect("a string").to_string()))
+                    .collect();
+                assert_http_config_serves(&server, url, &headers, &what);
+                http += 1;
+            }
+        }
+    }
+    // Claude Code's command lines: a stdio server after `--`, an HTTP one with a header.
+    let mut claude = 0;
+    for line in fenced_blocks(&readme, "sh")
+        .iter()
+        .flat_map(|block| block.lines().map(str::to_string).collect::<Vec<_>>())
+        .filter(|line| line.starts_with("claude mcp add"))
+    {
+        claude += 1;
+        if let Some((_, command)) = line.split_once(" -- ") {
+            let words: Vec<String> = command.split_whitespace().map(str::to_string).collect();
+            assert_stdio_config_serves(&places, &env, &words, &line).await;
+        } else {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let url = words
+                .iter()
+                .find(|w| w.starts_with("http://"))
+                .unwrap_or_else(|| panic!("a URL: {line}"));
+            let (_, header) = line
+                .split_once("--header \"")
+                .unwrap_or_else(|| panic!("a --header: {line}"));
+            let header = header.trim_end_matches('"');
+            let (name, value) = header.split_once(": ").expect("Name: value");
+            assert_http_config_serves(
+                &server,
+                url,
+                &[(name.to_string(), value.to_string())],
+                &line,
+            );
+        }
+    }
+    assert!(
+        stdio >= 2 && http >= 1 && vs_code >= 1 && claude >= 2,
+        "README shows stdio ({stdio}), HTTP ({http}), VS Code ({vs_code}) and Claude Code ({claude}) configurations"
+    );
 }

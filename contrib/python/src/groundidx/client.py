@@ -71,13 +71,17 @@ class Client:
         min_score: Optional[float] = None,
         cursor: Optional[str] = None,
         key: Optional[str] = None,
+        root: Optional[str] = None,
+        path_glob: Optional[str] = None,
+        fields: Optional[Mapping[str, str]] = None,
     ) -> SearchResult:
         """``search_docs``: passages for ``query``, best first, never one twice.
 
         ``top_k`` (1 to 100; the server's default 10), ``mode`` (``hybrid``, ``lexical``,
         ``semantic``), ``path_prefix``, ``tags`` (all must match), ``min_score`` (drop hits
         whose similarity is below it), ``cursor`` (a previous answer's ``next_cursor``, with the
-        same query and filters). Arguments left None are not sent, so the server's defaults
+        same query and filters), ``root`` (an ingested folder, by path or folder name),
+        ``path_glob`` (``guides/**/*.md``), ``fields`` (front-matter values, ignoring case). Arguments left None are not sent, so the server's defaults
         apply. Raises ``GroundidxError`` (``invalid_arguments``, ``cursor_expired``, …).
         """
         arguments: Dict[str, Any] = {"query": query}
@@ -88,6 +92,9 @@ class Client:
             ("tags", None if tags is None else list(tags)),
             ("min_score", min_score),
             ("cursor", cursor),
+            ("root", root),
+            ("path_glob", path_glob),
+            ("fields", None if fields is None else dict(fields)),
         )
         arguments.update((name, value) for name, value in optional if value is not None)
         reply = self.request("search_docs", arguments, key=key)
@@ -103,11 +110,17 @@ class Client:
         return _parse("get_chunk", ChunkResult.from_json, reply)
 
     def read_document(self, *, key: Optional[str] = None, **arguments: Any) -> Dict[str, Any]:
-        """``read_document`` with these arguments, its answer as a dict (see ``call``)."""
+        """``read_document``: a document by ``path`` (and ``root``), whole, by ``lines`` or
+        ``pages`` (``[first, last]``), or around a hit (``chunk_id``, ``around``); ``generation``
+        (a search answer's) reads it as that search saw it, else raises ``document_changed``;
+        ``max_chars`` and ``cursor`` page a long one. The answer as a dict: ``document``,
+        ``passages``, ``generation``, ``last_ingest`` and ``next_cursor`` when more follows."""
         return self.call("read_document", arguments, key=key)
 
     def list_documents(self, *, key: Optional[str] = None, **arguments: Any) -> Dict[str, Any]:
-        """``list_documents`` with these arguments, its answer as a dict (see ``call``)."""
+        """``list_documents``: ``roots`` with their counts and ``documents`` (path, title, tags,
+        fields), filtered by ``root``, ``path_prefix``, ``path_glob``, ``tags``, ``fields`` and
+        ``title``; ``limit`` and ``cursor`` page them. The answer as a dict."""
         return self.call("list_documents", arguments, key=key)
 
     def call(

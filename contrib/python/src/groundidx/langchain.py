@@ -124,6 +124,9 @@ class GroundidxRetriever(BaseRetriever):
     path_prefix: Optional[str] = None
     tags: Optional[List[str]] = None
     min_score: Optional[float] = None
+    root: Optional[str] = None
+    path_glob: Optional[str] = None
+    fields: Optional[Dict[str, str]] = None
 
     def _search(self, query: str, key: Optional[str]) -> SearchResult:
         return self.client.search(
@@ -133,6 +136,9 @@ class GroundidxRetriever(BaseRetriever):
             path_prefix=self.path_prefix,
             tags=self.tags,
             min_score=self.min_score,
+            root=self.root,
+            path_glob=self.path_glob,
+            fields=self.fields,
             key=key,
         )
 

@@ -100,7 +100,8 @@ class GroundidxRetriever(BaseRetriever):
         client: the ``groundidx.Client`` to search with.
         run_id, step, call_id: the checkpointed identity of the call, when the retriever is
             made for one call; ``call_identity`` gives it per call instead.
-        top_k, mode, path_prefix, tags, min_score: ``search_docs``'s filters for every search;
+        top_k, mode, path_prefix, tags, min_score, root, path_glob, fields: ``search_docs``'s
+            filters for every search;
             None leaves the server's default.
     """
 
@@ -116,6 +117,9 @@ class GroundidxRetriever(BaseRetriever):
         path_prefix: Optional[str] = None,
         tags: Optional[List[str]] = None,
         min_score: Optional[float] = None,
+        root: Optional[str] = None,
+        path_glob: Optional[str] = None,
+        fields: Optional[Dict[str, str]] = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -130,6 +134,9 @@ class GroundidxRetriever(BaseRetriever):
         self.path_prefix = path_prefix
         self.tags = tags
         self.min_score = min_score
+        self.root = root
+        self.path_glob = path_glob
+        self.fields = fields
 
     def current_key(self) -> Optional[str]:
         """The key a search made now would carry, or None without identity.
@@ -156,6 +163,9 @@ class GroundidxRetriever(BaseRetriever):
             path_prefix=self.path_prefix,
             tags=self.tags,
             min_score=self.min_score,
+            root=self.root,
+            path_glob=self.path_glob,
+            fields=self.fields,
             key=key,
         )
 
