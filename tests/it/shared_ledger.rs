@@ -1830,3 +1830,46 @@ fn a_replica_serves_a_pdf_passage_at_its_pages() {
     }
     assert_all_equal_clean(&env, &schema, &[&writer, &replica]);
 }
+
+/// A replica learns from the shared log since when each document holds its content:
+/// `read_document` pinned to a generation serves what did not change after it on another host's
+/// server, and names what did.
+#[test]
+fn a_replica_serves_a_pinned_read_only_of_documents_unchanged_since() {
+    let Some(schema) = schema("since") else {
+        return;
+    };
+    let env = Env::sample();
+    let writer = Host::new(&env, "writer", &schema);
+    let first = writer.ingest(&env.docs)["generation"]
+        .as_i64()
+        .expect("generation");
+    let server = serve_host(&env, &schema, "server", &[], &[]);
+    let text = std::fs::read_to_string(env.docs.join("handbook/backups.md")).expect("read");
+    env.write("handbook/backups.md", &text.replace("35 days", "60 days"));
+    let second = writer.ingest(&env.docs)["generation"]
+        .as_i64()
+        .expect("generation");
+    assert!(second > first);
+    let read = |path: &str| {
+        server.post(
+            "/v1/tools/read_document",
+            &[],
+            &serde_json::json!({"path": path, "generation": first}).to_string(),
+        )
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while server.get("/health").json()["generation"].as_i64() != Some(second) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never reached generation {second}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let unchanged = read("handbook/deploys.md");
+    assert_eq!(unchanged.status, 200, "{unchanged}");
+    assert_eq!(unchanged.json()["generation"].as_i64(), Some(first));
+    let changed = read("handbook/backups.md");
+    let problem = changed.assert_problem(409);
+    assert_eq!(problem["code"], "document_changed", "{problem}");
+}
