@@ -295,7 +295,7 @@ impl CallError {
             }
             CallError::Cancelled => "the call was cancelled before it was recorded; nothing was written, and a retry with the same key executes".into(),
             CallError::CursorExpired { generation } => format!(
-                "the cursor is of a store generation ({generation}) that this server no longer serves: the index has been committed or rebuilt since; call again without a cursor"
+                "the cursor is of a store generation ({generation}) that this server no longer serves: the index has been committed or rebuilt since; search again without a cursor (for list_documents: list again)"
             ),
         }
     }

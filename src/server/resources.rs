@@ -4,54 +4,44 @@
 //!
 //! ROOT is the root's folder name when no other root has the same name, else its whole path
 //! (percent-encoded into one segment); `tools::filter::resolve_root` accepts both. PATH keeps
-//! its `/` and percent-encodes every other byte outside RFC 3986's unreserved set.
+//! its `/` and percent-encodes every other byte outside RFC 3986's unreserved set; a `/` a
+//! client encodes (`%2F`, as RFC 6570 expands `{path}`) reads the same document.
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
 use serde_json::Value;
 
 /// The URI scheme of a document.
 pub const SCHEME: &str = "groundidx://";
 
-/// The one template: a document by root and path (RFC 6570; `+` keeps the path's `/`).
+/// The one template: a document by root and path (RFC 6570 level 1: a client that expands it
+/// encodes the path's `/` as `%2F`, which `parse_uri` reads back).
 pub fn templates() -> Vec<ResourceTemplate> {
     vec![
-        ResourceTemplate::new(format!("{SCHEME}{{root}}/{{+path}}"), "document")
+        ResourceTemplate::new(format!("{SCHEME}{{root}}/{{path}}"), "document")
             .with_title("An indexed document")
             .with_description(
-                "A document as the store holds it: its passages in order. root is the folder name of one of the store's roots (its full path when two share a name), path the document's path under it.",
+                "A document as the store holds it: its passages in order, under their headings. root is the folder name of one of the store's roots (its full path when two share a name), path the document's path under it, as list_documents gives them.",
             )
             .with_mime_type("text/plain"),
     ]
 }
 
-fn encode(text: &str, keep_slash: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        let unreserved = byte.is_ascii_alphanumeric() || b"-._~".contains(&byte);
-        if unreserved || (keep_slash && byte == b'/') {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
+/// Every byte but RFC 3986's unreserved ones is encoded (a root's `/` too).
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// A path keeps its `/`.
+const PATH: &AsciiSet = &SEGMENT.remove(b'/');
 
 fn decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+    percent_decode_str(text)
+        .decode_utf8()
+        .ok()
+        .map(|decoded| decoded.into_owned())
 }
 
 /// The name a URI gives each root: its folder name when unique among `roots`, else its path.
@@ -80,8 +70,8 @@ pub fn root_name(root: &str, roots: &[String]) -> String {
 pub fn uri(root_name: &str, path: &str) -> String {
     format!(
         "{SCHEME}{}/{}",
-        encode(root_name, false),
-        encode(path, true)
+        utf8_percent_encode(root_name, SEGMENT),
+        utf8_percent_encode(path, PATH)
     )
 }
 
@@ -241,7 +231,12 @@ mod tests {
         }
         assert!(parse_uri("file:///etc/passwd").is_err());
         assert!(parse_uri("groundidx://docs").is_err());
-        assert!(parse_uri("groundidx://docs/%zz").is_err());
+        assert_eq!(
+            parse_uri("groundidx://docs/guide%2Fintro.md"),
+            Ok(("docs".to_string(), "guide/intro.md".to_string())),
+            "a / encoded by a client's template expansion"
+        );
+        assert!(parse_uri("groundidx://docs/%ff").is_err(), "not UTF-8");
     }
 
     #[test]

@@ -403,7 +403,7 @@ fn stdio_survives_hostile_bytes_and_writes_only_json_rpc() {
     // Requests with an id get an error naming what is wrong.
     for (id, method, params, code) in [
         (21, "no/such/method", json!({}), -32601),
-        (22, "resources/list", json!({}), -32601),
+        (22, "prompts/list", json!({}), -32601),
         (
             23,
             "tools/call",

@@ -333,7 +333,7 @@ fn assert_reads(case: &str, results: &[Value], list: &Value, template: &Value, t
     assert_eq!(uris.len(), 8, "{case}: every sample document: {uris:?}");
     assert!(uris.contains(&BACKUPS), "{case}: {uris:?}");
     assert_eq!(
-        template["uriTemplate"], "groundidx://{root}/{+path}",
+        template["uriTemplate"], "groundidx://{root}/{path}",
         "{case}"
     );
     assert!(

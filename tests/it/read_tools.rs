@@ -619,7 +619,7 @@ async fn documents_are_resources_listed_in_pages_and_read_with_their_headings() 
         .await
         .expect("templates");
     assert_eq!(templates.len(), 1);
-    assert_eq!(templates[0].uri_template, "groundidx://{root}/{+path}");
+    assert_eq!(templates[0].uri_template, "groundidx://{root}/{path}");
 
     let read = mcp
         .client()
@@ -633,11 +633,26 @@ async fn documents_are_resources_listed_in_pages_and_read_with_their_headings() 
         "{text}"
     );
     assert!(text.contains("\n\n## Schedule\n\n| Data"), "{text}");
+    // The template expanded as RFC 6570 expands {path}: its / encoded.
+    let expanded = mcp
+        .client()
+        .read_resource(ReadResourceRequestParams::new(
+            "groundidx://docs/handbook%2Fbackups.md",
+        ))
+        .await
+        .expect("resources/read of the expanded template");
+    assert_eq!(
+        serde_json::to_value(&expanded.contents).expect("json")[0]["text"],
+        text
+    );
 
     for (uri, code) in [
         ("groundidx://docs/handbook/nope.md", -32002),
         ("groundidx://elsewhere/handbook/backups.md", -32002),
         ("file:///etc/passwd", -32002),
+        ("groundidx://docs/../../../etc/passwd", -32002),
+        ("groundidx://docs/handbook/..%2F..%2Fbackups.md", -32002),
+        ("groundidx://%2Fetc/passwd", -32002),
     ] {
         match mcp
             .client()

@@ -160,6 +160,7 @@ pub fn make_ledger_older(path: &std::path::Path, fresh: &str, stale: &str) {
     ledger
         .execute_batch(
             "ALTER TABLE documents DROP COLUMN recipe_version;
+             ALTER TABLE sources DROP COLUMN since_generation;
              ALTER TABLE doc_chunks DROP COLUMN page_start;
              ALTER TABLE doc_chunks DROP COLUMN page_end;
              UPDATE meta SET value = 6 WHERE name = 'schema_version';",

@@ -195,6 +195,7 @@ fn make_it_older(store: &Path) {
     ledger
         .execute_batch(
             "ALTER TABLE documents DROP COLUMN recipe_version;
+             ALTER TABLE sources DROP COLUMN since_generation;
              ALTER TABLE doc_chunks DROP COLUMN page_start;
              ALTER TABLE doc_chunks DROP COLUMN page_end;
              UPDATE meta SET value = 7 WHERE name = 'schema_version';

@@ -132,6 +132,7 @@ fn a_store_of_the_previous_schema_is_upgraded_in_place() {
             "ALTER TABLE sources DROP COLUMN ctime_ns;
              ALTER TABLE documents DROP COLUMN fields;
              ALTER TABLE documents DROP COLUMN recipe_version;
+             ALTER TABLE sources DROP COLUMN since_generation;
              ALTER TABLE doc_chunks DROP COLUMN page_start;
              ALTER TABLE doc_chunks DROP COLUMN page_end;
              DROP TABLE embedding_models;
