@@ -410,65 +410,11 @@ fn read_in(
             current,
         ));
     }
-    let root = match &request.root {
-        Some(named) => match filter::resolve_root(ledger, named)? {
-            Ok(root) => Some(root),
-            Err(why) => return Ok(error_answer("not_found", why, answered)),
-        },
-        None => None,
+    let entry = match locate(ledger, request, answered)? {
+        Ok(entry) => entry,
+        Err(answer) => return Ok(answer),
     };
-    let path = match (&request.path, &request.span) {
-        (Some(path), _) => path.clone(),
-        (None, Span::Around(id, _)) => {
-            let sources = ledger.sources_of_chunk(id)?;
-            match sources
-                .into_iter()
-                .find(|s| root.as_ref().is_none_or(|root| *root == s.root))
-            {
-                Some(source) => source.path,
-                None => {
-                    return Ok(error_answer(
-                        "not_found",
-                        format!(
-                            "no chunk {id} in the store; a later ingest may have removed it: search again for a current id"
-                        ),
-                        answered,
-                    ));
-                }
-            }
-        }
-        (None, _) => unreachable!("parse_read requires a path unless chunk_id is given"),
-    };
-    let found = ledger.documents_at(root.as_deref(), &path)?;
-    let entry = match found.as_slice() {
-        [] => {
-            return Ok(error_answer(
-                "not_found",
-                format!(
-                    "no document at {path:?}{}; list_documents shows the paths the store holds",
-                    root.as_ref()
-                        .map(|r| format!(" under {r}"))
-                        .unwrap_or_default()
-                ),
-                answered,
-            ));
-        }
-        [one] => one,
-        several => {
-            return Ok(error_answer(
-                "ambiguous_path",
-                format!(
-                    "{path:?} is under more than one root: {}; give root",
-                    several
-                        .iter()
-                        .map(|e| e.root.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                answered,
-            ));
-        }
-    };
+    let entry = &entry;
     if let Some(generation) = pinned
         && entry.since > Generation(generation)
     {
@@ -482,45 +428,9 @@ fn read_in(
         ));
     }
     let passages = ledger.passages(&entry.doc_hash)?;
-    let selected: Vec<&Passage> = match &request.span {
-        Span::Whole => passages.iter().collect(),
-        Span::Lines(first, last) => passages
-            .iter()
-            .filter(|p| p.lines.0 <= *last && p.lines.1 >= *first)
-            .collect(),
-        Span::Pages(first, last) => {
-            if passages.iter().all(|p| p.pages.is_none()) {
-                return Ok(error_answer(
-                    "not_found",
-                    format!(
-                        "{} has no pages (only PDFs have them); read it by lines",
-                        entry.path
-                    ),
-                    answered,
-                ));
-            }
-            passages
-                .iter()
-                .filter(|p| p.pages.is_some_and(|(a, b)| a <= *last && b >= *first))
-                .collect()
-        }
-        Span::Around(id, around) => match passages.iter().position(|p| p.chunk_id == *id) {
-            Some(at) => {
-                let from = at.saturating_sub(*around as usize);
-                let to = (at + *around as usize + 1).min(passages.len());
-                passages[from..to].iter().collect()
-            }
-            None => {
-                return Ok(error_answer(
-                    "not_found",
-                    format!(
-                        "chunk {id} is not in {} (now); search again for a current id",
-                        entry.path
-                    ),
-                    answered,
-                ));
-            }
-        },
+    let selected = match select(&passages, &request.span, entry, answered) {
+        Ok(selected) => selected,
+        Err(answer) => return Ok(answer),
     };
     let start = cursor.map_or(0, |c| c.offset);
     let mut page: Vec<&Passage> = Vec::new();
@@ -570,6 +480,125 @@ fn read_in(
         is_error: false,
         outcome: "ok",
         index_generation: answered,
+    })
+}
+
+/// The one document a read names (by path, or by the passage's first source), or the error
+/// answer that says why there is none.
+fn locate(
+    ledger: &Ledger,
+    request: &ReadRequest,
+    answered: u64,
+) -> Result<Result<DocumentEntry, ToolAnswer>> {
+    let root = match &request.root {
+        Some(named) => match filter::resolve_root(ledger, named)? {
+            Ok(root) => Some(root),
+            Err(why) => return Ok(Err(error_answer("not_found", why, answered))),
+        },
+        None => None,
+    };
+    let path = match (&request.path, &request.span) {
+        (Some(path), _) => path.clone(),
+        (None, Span::Around(id, _)) => {
+            let sources = ledger.sources_of_chunk(id)?;
+            match sources
+                .into_iter()
+                .find(|s| root.as_ref().is_none_or(|root| *root == s.root))
+            {
+                Some(source) => source.path,
+                None => {
+                    return Ok(Err(error_answer(
+                        "not_found",
+                        format!(
+                            "no chunk {id} in the store; a later ingest may have removed it: search again for a current id"
+                        ),
+                        answered,
+                    )));
+                }
+            }
+        }
+        (None, _) => {
+            return Ok(Err(error_answer(
+                "not_found",
+                "read_document names a document by path, or a passage by chunk_id".into(),
+                answered,
+            )));
+        }
+    };
+    let mut found = ledger.documents_at(root.as_deref(), &path)?;
+    Ok(match found.len() {
+        0 => Err(error_answer(
+            "not_found",
+            format!(
+                "no document at {path:?}{}; list_documents shows the paths the store holds",
+                root.as_ref()
+                    .map(|r| format!(" under {r}"))
+                    .unwrap_or_default()
+            ),
+            answered,
+        )),
+        1 => Ok(found.remove(0)),
+        _ => Err(error_answer(
+            "ambiguous_path",
+            format!(
+                "{path:?} is under more than one root: {}; give root",
+                found
+                    .iter()
+                    .map(|e| e.root.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            answered,
+        )),
+    })
+}
+
+/// The passages of `span`, in document order, or the error answer that says why there are none.
+fn select<'a>(
+    passages: &'a [Passage],
+    span: &Span,
+    entry: &DocumentEntry,
+    answered: u64,
+) -> Result<Vec<&'a Passage>, ToolAnswer> {
+    Ok(match span {
+        Span::Whole => passages.iter().collect(),
+        Span::Lines(first, last) => passages
+            .iter()
+            .filter(|p| p.lines.0 <= *last && p.lines.1 >= *first)
+            .collect(),
+        Span::Pages(first, last) => {
+            if passages.iter().all(|p| p.pages.is_none()) {
+                return Err(error_answer(
+                    "not_found",
+                    format!(
+                        "{} has no pages (only PDFs have them); read it by lines",
+                        entry.path
+                    ),
+                    answered,
+                ));
+            }
+            passages
+                .iter()
+                .filter(|p| p.pages.is_some_and(|(a, b)| a <= *last && b >= *first))
+                .collect()
+        }
+        Span::Around(id, around) => match passages.iter().position(|p| p.chunk_id == *id) {
+            Some(at) => {
+                let from = at.saturating_sub(*around as usize);
+                let to = (at + *around as usize + 1).min(passages.len());
+                passages[from..to].iter().collect()
+            }
+            None => {
+                return Err(error_answer(
+                    "not_found",
+                    format!(
+                        "chunk {id} is not in {} (now); search again for a current id",
+                        entry.path
+                    ),
+                    answered,
+                ));
+            }
+        },
     })
 }
 
