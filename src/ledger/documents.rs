@@ -61,9 +61,60 @@ pub struct Passage {
     pub pages: Option<(u32, u32)>,
 }
 
+/// What a filter checks in Rust rather than SQL: the glob, and field values and title words,
+/// whose case is folded for all of Unicode (SQLite's `lower` folds ASCII alone).
+struct Checks {
+    glob: Option<GlobMatcher>,
+    /// Keys, and values folded.
+    fields: Vec<(String, String)>,
+    /// Folded.
+    title: Option<String>,
+}
+
+impl Checks {
+    fn new(filter: &ChunkFilter, title: Option<&str>) -> Result<Checks> {
+        Ok(Checks {
+            glob: filter
+                .path_glob
+                .as_deref()
+                .map(path_glob)
+                .transpose()
+                .map_err(Error::Usage)?,
+            fields: filter
+                .fields
+                .iter()
+                .map(|(key, value)| (key.clone(), value.to_lowercase()))
+                .collect(),
+            title: title.map(str::to_lowercase),
+        })
+    }
+
+    /// Whether the fields matter (else they need not be read).
+    fn reads_fields(&self) -> bool {
+        !self.fields.is_empty()
+    }
+
+    fn passes(&self, path: &str, title: Option<&str>, fields: &BTreeMap<String, String>) -> bool {
+        self.glob.as_ref().is_none_or(|glob| glob.is_match(path))
+            && self.fields.iter().all(|(key, value)| {
+                fields
+                    .get(key)
+                    .is_some_and(|held| held.to_lowercase() == *value)
+            })
+            && self.title.as_ref().is_none_or(|words| {
+                title.is_some_and(|title| title.to_lowercase().contains(words.as_str()))
+            })
+    }
+}
+
+fn fields_of(json: Option<String>) -> BTreeMap<String, String> {
+    json.map(|json| decode_fields(&json).into_iter().collect())
+        .unwrap_or_default()
+}
+
 /// The SQL conditions of a filter on `s` (sources), `r` (roots) and `d` (documents), with
-/// their arguments. The glob is not SQL: the caller matches it on `s.path`.
-fn conditions(filter: &ChunkFilter, title: Option<&str>) -> (String, Vec<String>) {
+/// their arguments. The glob, fields and title are not SQL: `Checks` matches them.
+fn conditions(filter: &ChunkFilter) -> (String, Vec<String>) {
     let mut sql = String::new();
     let mut args: Vec<String> = Vec::new();
     let arg = |args: &mut Vec<String>, value: &str| -> usize {
@@ -84,20 +135,6 @@ fn conditions(filter: &ChunkFilter, title: Option<&str>) -> (String, Vec<String>
             " AND EXISTS (SELECT 1 FROM doc_tags t WHERE t.doc_hash = s.doc_hash AND t.tag = ?{n})"
         ));
     }
-    for (key, value) in &filter.fields {
-        let k = arg(&mut args, key);
-        let v = arg(&mut args, value);
-        sql.push_str(&format!(
-            " AND EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid(d.fields) THEN d.fields ELSE '{{}}' END) f
-                WHERE f.key = ?{k} AND f.type = 'text' AND lower(f.value) = lower(?{v}))"
-        ));
-    }
-    if let Some(title) = title {
-        let n = arg(&mut args, title);
-        sql.push_str(&format!(
-            " AND instr(lower(coalesce(d.title, '')), lower(?{n})) > 0"
-        ));
-    }
     (sql, args)
 }
 
@@ -110,15 +147,15 @@ pub struct Listing {
 impl Ledger {
     /// The short keys (`ChunkId::short`) of the chunks that pass `filter`.
     pub fn chunks_matching(&self, filter: &ChunkFilter) -> Result<HashSet<u64>> {
-        let glob = filter
-            .path_glob
-            .as_deref()
-            .map(path_glob)
-            .transpose()
-            .map_err(Error::Usage)?;
-        let (conditions, args) = conditions(filter, None);
+        let checks = Checks::new(filter, None)?;
+        let (conditions, args) = conditions(filter);
+        let fields = if checks.reads_fields() {
+            "d.fields"
+        } else {
+            "NULL"
+        };
         let sql = format!(
-            "SELECT dc.chunk_id, s.path FROM doc_chunks dc
+            "SELECT dc.chunk_id, s.path, {fields} FROM doc_chunks dc
              JOIN sources s ON s.doc_hash = dc.doc_hash
              JOIN roots r ON r.root_id = s.root_id
              JOIN documents d ON d.doc_hash = s.doc_hash
@@ -134,7 +171,8 @@ impl Ledger {
         let mut keys = HashSet::new();
         while let Some(row) = rows.next().map_err(sql_error("filter chunks"))? {
             let path: String = row.get(1).map_err(sql_error("filter chunks"))?;
-            if glob.as_ref().is_none_or(|glob| glob.is_match(&path)) {
+            let fields = fields_of(row.get(2).map_err(sql_error("filter chunks"))?);
+            if checks.passes(&path, None, &fields) {
                 keys.insert(
                     chunk_id_column(row, 0)
                         .map_err(sql_error("filter chunks"))?
@@ -154,20 +192,12 @@ impl Ledger {
         offset: usize,
         limit: usize,
     ) -> Result<Listing> {
-        let glob = filter
-            .path_glob
-            .as_deref()
-            .map(path_glob)
-            .transpose()
-            .map_err(Error::Usage)?;
-        let (conditions, args) = conditions(filter, title);
+        let checks = Checks::new(filter, title)?;
+        let (conditions, args) = conditions(filter);
         let mut entries = Vec::with_capacity(limit.min(1024) + 1);
         let mut skipped = 0;
         self.for_each_entry(&conditions, &args, |entry| {
-            if glob
-                .as_ref()
-                .is_some_and(|glob| !glob.is_match(&entry.path))
-            {
+            if !checks.passes(&entry.path, entry.title.as_deref(), &entry.fields) {
                 return Ok(true);
             }
             if skipped < offset {
@@ -194,7 +224,7 @@ impl Ledger {
             root: root.map(str::to_string),
             ..ChunkFilter::default()
         };
-        let (mut conditions, mut args) = conditions(&filter, None);
+        let (mut conditions, mut args) = conditions(&filter);
         args.push(path.to_string());
         conditions.push_str(&format!(" AND s.path = ?{}", args.len()));
         let mut entries = Vec::new();
@@ -279,10 +309,7 @@ impl Ledger {
                     doc_hash: doc_hash_column(row, 2)?,
                     title: row.get(3)?,
                     tags: Vec::new(),
-                    fields: row
-                        .get::<_, Option<String>>(5)?
-                        .map(|json| decode_fields(&json).into_iter().collect())
-                        .unwrap_or_default(),
+                    fields: fields_of(row.get(5)?),
                     chunks: row.get::<_, i64>(4)?.max(0) as u64,
                     since: Generation(row.get::<_, i64>(6)?.max(0) as u64),
                 })

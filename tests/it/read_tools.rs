@@ -863,3 +863,50 @@ async fn a_ledger_from_before_generations_per_document_is_taken_as_changed_until
     changed.assert_error("document_changed");
     mcp.stop().await;
 }
+
+#[tokio::test]
+async fn field_values_and_titles_match_ignoring_case_in_any_script() {
+    let env = Env::empty();
+    env.write(
+        "zurich.md",
+        "---\ntitle: Été à Zürich\nstatus: Première\n---\n# Été à Zürich\n\nThe lake swims in August.\n",
+    );
+    env.write(
+        "athens.md",
+        "---\ntitle: ΚΑΛΟΚΑΙΡΙ\nstatus: draft\n---\n# Athens\n\nThe sea swims in August.\n",
+    );
+    env.ingest();
+    let mcp = Mcp::start(&env, &[]).await;
+    for (i, (arguments, expected)) in [
+        (json!({"fields": {"status": "PREMIÈRE"}}), vec!["zurich.md"]),
+        (json!({"title": "ÉTÉ À"}), vec!["zurich.md"]),
+        (json!({"title": "καλοκαίρι"}), vec![]),
+        (json!({"title": "καλοκαιρι"}), vec!["athens.md"]),
+        (
+            json!({"fields": {"status": "DRAFT", "title": "καλοκαιρι"}}),
+            vec!["athens.md"],
+        ),
+        (json!({"fields": {"Status": "draft"}}), vec![]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let answer = list(&mcp, &format!("case/{i}"), arguments.clone()).await;
+        assert_eq!(paths(&answer), expected, "{arguments}: {answer}");
+    }
+    let hits = mcp
+        .search(
+            "search",
+            json!({"query": "swims August", "fields": {"status": "première"}}),
+        )
+        .await;
+    hits.assert_fresh();
+    let found: Vec<&Value> = hits.structured["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| &h["paths"][0])
+        .collect();
+    assert_eq!(found, [&json!("zurich.md")], "{}", hits.raw);
+    mcp.stop().await;
+}
