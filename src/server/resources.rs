@@ -22,8 +22,7 @@ pub fn templates() -> Vec<ResourceTemplate> {
             .with_title("An indexed document")
             .with_description(
                 "A document as the store holds it: its passages in order, under their headings. root is the folder name of one of the store's roots (its full path when two share a name), path the document's path under it, as list_documents gives them.",
-            )
-            .with_mime_type("text/plain"),
+            ),
     ]
 }
 

@@ -300,7 +300,7 @@ pub fn tool_list(key_ttl_ms: i64) -> Vec<Tool> {
             "Read a document, or the part of it around a passage: by path (as a hit's paths give it), whole or by lines (pages for a PDF), or by a hit's chunk_id with `around` passages on each side. Pass the search answer's generation to read the version the search saw: if the document changed since, the answer is a document_changed error. Long documents come in parts of whole passages; pass next_cursor to go on.",
             input_schema(
                 json!({
-                    "path": {"type": "string", "description": "the document's path relative to its root, as a hit's paths give it; optional with chunk_id"},
+                    "path": {"type": "string", "description": "the document's path relative to its root, as a hit's paths give it (or its full path); optional with chunk_id"},
                     "root": {"type": "string", "description": "the root the path is under (sources[].root, or its folder name); needed only when two roots hold the same path"},
                     "chunk_id": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "read around this passage (a hit's chunk_id)"},
                     "around": {"type": "integer", "minimum": 0, "maximum": crate::tools::read::MAX_AROUND, "default": crate::tools::read::DEFAULT_AROUND, "description": "with chunk_id: how many passages before and after it"},

@@ -497,16 +497,18 @@ fn locate(
         },
         None => None,
     };
-    let path = match (&request.path, &request.span) {
-        (Some(path), _) => path.clone(),
-        (None, Span::Around(id, _)) => {
-            let sources = ledger.sources_of_chunk(id)?;
-            match sources
-                .into_iter()
-                .find(|s| root.as_ref().is_none_or(|root| *root == s.root))
-            {
-                Some(source) => source.path,
-                None => {
+    let (root, path) = match (&request.path, &request.span) {
+        // Around a passage: its own source names the root (and the path, when not given).
+        (given, Span::Around(id, _)) if root.is_none() || given.is_none() => {
+            let source = ledger.sources_of_chunk(id)?.into_iter().find(|s| {
+                root.as_ref().is_none_or(|root| *root == s.root)
+                    && given.as_ref().is_none_or(|path| *path == s.path)
+            });
+            match (source, given) {
+                (Some(source), _) => (Some(source.root), source.path),
+                // Not at that path: the document is read, and says the passage is not in it.
+                (None, Some(path)) => (root, path.clone()),
+                (None, None) => {
                     return Ok(Err(error_answer(
                         "not_found",
                         format!(
@@ -517,6 +519,11 @@ fn locate(
                 }
             }
         }
+        (Some(path), _) if root.is_none() => match under_a_root(ledger, path)? {
+            Some((root, relative)) => (Some(root), relative),
+            None => (None, path.clone()),
+        },
+        (Some(path), _) => (root, path.clone()),
         (None, _) => {
             return Ok(Err(error_answer(
                 "not_found",
@@ -551,6 +558,22 @@ fn locate(
             answered,
         )),
     })
+}
+
+/// A path given whole (`/srv/docs/guide/intro.md`, as a file-based agent holds it) as the
+/// root it is under (the deepest, if roots nest) and its path relative to that root.
+fn under_a_root(ledger: &Ledger, path: &str) -> Result<Option<(String, String)>> {
+    if !path.starts_with('/') {
+        return Ok(None);
+    }
+    Ok(ledger
+        .root_counts()?
+        .into_iter()
+        .filter_map(|(root, _)| {
+            let relative = path.strip_prefix(root.as_str())?.strip_prefix('/')?;
+            (!relative.is_empty()).then(|| (root.clone(), relative.to_string()))
+        })
+        .max_by_key(|(root, _)| root.len()))
 }
 
 /// The passages of `span`, in document order, or the error answer that says why there are none.

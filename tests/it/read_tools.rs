@@ -327,6 +327,18 @@ async fn a_path_under_two_roots_needs_its_root() {
     assert_eq!(by_name["document"]["root"], roots[1]);
     let by_path = read(&mcp, "one", json!({"path": "a.md", "root": roots[0]})).await;
     assert!(by_path.to_string().contains("heron"), "{by_path}");
+    let full = read(&mcp, "full", json!({"path": format!("{}/a.md", roots[1])})).await;
+    assert!(full.to_string().contains("egret"), "a full path: {full}");
+    assert_eq!(full["document"]["path"], "a.md");
+    // Around a passage only one root holds: its source names the root.
+    let heron = mcp
+        .search("heron", json!({"query": "heron shallows", "top_k": 1}))
+        .await;
+    let id = heron.structured["hits"][0]["chunk_id"].clone();
+    let around = read(&mcp, "around", json!({"chunk_id": id})).await;
+    assert_eq!(around["document"]["root"], roots[0], "{around}");
+    let around = read(&mcp, "around/path", json!({"chunk_id": id, "path": "a.md"})).await;
+    assert_eq!(around["document"]["root"], roots[0], "{around}");
     let unknown = mcp
         .call(
             "read_document",
