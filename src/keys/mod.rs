@@ -855,14 +855,17 @@ impl Agent {
     /// on the snapshot its cursor names (when still kept), a chunk lookup as it is.
     fn run(&self, reader: &StoreReader, request: &ToolRequest) -> Result<ToolAnswer, CallError> {
         let answer = match request {
-            ToolRequest::SearchDocs(search) => tools::search_docs(
-                reader,
-                &reader.index().snapshot(),
-                reader.vectors().as_deref(),
-                search,
-                0,
-                Some(&self.cursor_key),
-            ),
+            ToolRequest::SearchDocs(search) => {
+                reader.follow_ledger();
+                tools::search_docs(
+                    reader,
+                    &reader.index().snapshot(),
+                    reader.vectors().as_deref(),
+                    search,
+                    0,
+                    Some(&self.cursor_key),
+                )
+            }
             ToolRequest::SearchPage { request, cursor } => {
                 let cursor = self
                     .cursor_key

@@ -1044,6 +1044,22 @@ impl StoreReader {
         &self.paths
     }
 
+    /// Brings the index snapshot up to the ledger's commit when the ledger is ahead of it (an
+    /// ingest commits the ledger, then the index; a server's reload follows within a second),
+    /// so that a search resolving its hits against the ledger names the generation they are
+    /// of. Best effort: a failed read, or an index commit that has not landed yet, leaves the
+    /// snapshot as it is.
+    pub fn follow_ledger(&self) {
+        let ahead = self
+            .ledger()
+            .and_then(|ledger| ledger.generation())
+            .is_ok_and(|generation| generation > self.index.snapshot().generation());
+        if ahead {
+            let _ = self.index.reload();
+            let _ = self.reload_vectors();
+        }
+    }
+
     /// A read-only ledger connection of this caller's own until it is dropped.
     pub fn ledger(&self) -> Result<PooledLedger<'_>> {
         self.ledger

@@ -1,5 +1,8 @@
 //! An answer names the generation of the index commit it searched, never a later one an ingest
 //! wrote meanwhile: for a search, for the tool's answer, its audit row and its stored replay.
+//! The agent path searches the ledger's commit as soon as the index holds it (it does not wait
+//! for the server's next reload), so its hits, resolved against the ledger, are of the
+//! generation the answer names.
 
 use groundidx::keys::{Agent, AgentConfig, Replayed, ToolCall};
 use groundidx::ledger::ChunkFilter;
@@ -53,10 +56,42 @@ fn a_search_names_the_commit_its_reader_holds() {
 }
 
 #[test]
-fn the_audit_row_and_the_replay_keep_the_searched_generation() {
-    let (env, agent, first, second) = two_generations(|env| {
+fn a_tool_search_right_after_an_ingest_answers_from_it() {
+    let (_env, agent, _first, second) = two_generations(|env| {
         Agent::open(&env.store, AgentConfig::default()).expect("open the agent path")
     });
+    // No reload since the second ingest: the call itself follows the ledger's commit.
+    let answer = agent
+        .call(
+            &ToolCall {
+                scope: "local".into(),
+                key: Some("generation/now".into()),
+                tool: "search_docs".into(),
+                arguments: json!({"query": "quokka census", "top_k": 5}),
+            },
+            groundidx::clock::now_ms(),
+        )
+        .expect("a search");
+    let body: Value = serde_json::from_str(&answer.body).expect("JSON");
+    assert_eq!(body["generation"], second, "{body}");
+    assert_eq!(body["hits"][0]["paths"], json!(["new/quokka.md"]), "{body}");
+}
+
+#[test]
+fn the_audit_row_and_the_replay_keep_the_searched_generation() {
+    // The second ingest dies between its ledger commit and its index commit: the ledger is at
+    // the second generation, the index still at the first.
+    let env = Env::sample();
+    let first = env.ingest()["generation"].as_u64().expect("generation");
+    let agent = Agent::open(&env.store, AgentConfig::default()).expect("open the agent path");
+    env.write("new/quokka.md", QUOKKA);
+    let docs = env.docs.to_str().expect("utf-8").to_string();
+    let output = env
+        .command(&["ingest", &docs])
+        .env(groundidx::crash::CRASH_ENV, "store.after_ledger_commit")
+        .output()
+        .expect("run ingest");
+    crate::crash::assert_crashed_at(&output, "store.after_ledger_commit");
     let call = ToolCall {
         scope: "local".into(),
         key: Some("generation/1".into()),
@@ -81,7 +116,10 @@ fn the_audit_row_and_the_replay_keep_the_searched_generation() {
         .expect("an audit row");
     assert_eq!(audited as u64, first, "the audit row's generation");
 
-    // After the reload a replay still answers the first generation's bytes; a new key the second.
+    // A writer catches the index up; after the reload a replay still answers the first
+    // generation's bytes, a new key the second.
+    let second = env.ingest()["generation"].as_u64().expect("generation");
+    assert!(second > first);
     assert_eq!(agent.reload().expect("reload"), second);
     let replay = agent
         .call(&call, groundidx::clock::now_ms())
