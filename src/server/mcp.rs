@@ -144,8 +144,9 @@ impl ServerHandler for Handler {
     }
 
     /// rmcp hands over, as a custom request, a known method whose params did not parse (a
-    /// `tools/call` without `name`, or with `arguments` that are not an object). That is invalid
-    /// params (-32602), not an unknown method.
+    /// `tools/call` without `name`, or with `arguments` that are not an object; a
+    /// `resources/read` without a `uri` string). That is invalid params (-32602), not an
+    /// unknown method.
     async fn on_custom_request(
         &self,
         request: CustomRequest,
@@ -156,6 +157,19 @@ impl ServerHandler for Handler {
             ErrorData::invalid_params(
                 format!(
                     "malformed {method} request: tools/call needs params with a \"name\" string and \"arguments\" as an object"
+                ),
+                None,
+            )
+        } else if [
+            "resources/read",
+            "resources/list",
+            "resources/templates/list",
+        ]
+        .contains(&method.as_str())
+        {
+            ErrorData::invalid_params(
+                format!(
+                    "malformed {method} request: resources/read needs params with a \"uri\" string (from resources/list), resources/list an optional \"cursor\" string"
                 ),
                 None,
             )

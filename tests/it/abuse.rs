@@ -404,6 +404,15 @@ fn stdio_survives_hostile_bytes_and_writes_only_json_rpc() {
     for (id, method, params, code) in [
         (21, "no/such/method", json!({}), -32601),
         (22, "prompts/list", json!({}), -32601),
+        (26, "resources/read", json!({"uri": 7}), -32602),
+        (27, "resources/read", json!({}), -32602),
+        (28, "resources/nothing", json!({}), -32601),
+        (
+            29,
+            "resources/read",
+            json!({"uri": "groundidx://docs/../../etc/passwd"}),
+            -32002,
+        ),
         (
             23,
             "tools/call",
@@ -463,8 +472,10 @@ fn stdio_survives_hostile_bytes_and_writes_only_json_rpc() {
         status.is_some_and(|s| s.success()),
         "the server must exit cleanly at end of input: {status:?}"
     );
-    // Only the probes ran: none of the hostile inputs was executed or written.
-    assert_eq!(counts(&env.store), executed(probes));
+    // Only the probes ran, and the read of a traversal URI (a read_document call that found
+    // nothing, recorded like any executed call): none of the hostile inputs was executed or
+    // written.
+    assert_eq!(counts(&env.store), executed(probes + 1));
 }
 
 // ---------------------------------------------------------------------------------------------
