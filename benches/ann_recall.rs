@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use groundidx::ann::{Candidates, SignCodes, candidates, dots, dots_at, random_unit_rows};
+use groundidx::vectors::ann::{Candidates, SignCodes, candidates, dots, dots_at, random_unit_rows};
 use rayon::prelude::*;
 
 const K: usize = 10;

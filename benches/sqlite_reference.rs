@@ -1,6 +1,6 @@
 //! Keyed calls per second against the reference that bounds them: bare SQLite inserts.
 //!
-//! A keyed call (`groundidx::keys::Agent::call`, as `mcp` and `serve` make it, with a new key
+//! A keyed call (`groundidx::agent::Agent::call`, as `mcp` and `serve` make it, with a new key
 //! each time) looks its key up, runs `search_docs`, and writes the key record, an audit row and a
 //! usage row in one `BEGIN IMMEDIATE` transaction. The reference makes the same number of
 //! transactions of the same three rows (in the tables of a fresh groundidx ledger, so the same
@@ -24,7 +24,7 @@ use rusqlite::{Connection, TransactionBehavior, params};
 use serde_json::json;
 
 use groundidx::ingest::{IngestConfig, NoProgress, ingest};
-use groundidx::keys::{Agent, AgentConfig, RateLimit, ToolCall};
+use groundidx::agent::{Agent, AgentConfig, RateLimit, ToolCall};
 use groundidx::store::{LockWait, Store};
 
 const QUERIES: [&str; 6] = [

@@ -66,3 +66,23 @@ mod tests {
         assert_eq!(rfc3339(1_796_098_145_000), "2026-12-01T04:09:05.000Z");
     }
 }
+
+/// What a duration looks like, for error messages.
+pub const DURATION_FORMS: &str = "a duration such as 90s, 1h30m or 7d";
+
+/// Parses a duration: a bare number of seconds (`90`), or `humantime`'s units, combined as
+/// people write them (`90s`, `30m`, `1h30m`, `1.5h`, `24h`, `7d`, `2w`, `1h 30m`).
+///
+/// Every flag, variable and configuration key that holds a duration reads it here, so one
+/// spelling works everywhere.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        let seconds: u64 = text
+            .parse()
+            .map_err(|_| format!("{text:?} is too long for {DURATION_FORMS}"))?;
+        return Ok(std::time::Duration::from_secs(seconds));
+    }
+    humantime::parse_duration(text)
+        .map_err(|err| format!("{text:?} is not {DURATION_FORMS} ({err})"))
+}

@@ -1,11 +1,10 @@
 //! groundidx: a content-addressed, idempotent, crash-safe indexer for documents that AI agents
 //! search. See ARCHITECTURE.md for the design; the binary in `src/main.rs` is a thin shell.
 
-pub mod ann;
+pub mod agent;
 pub mod chunk;
 pub mod clock;
 pub mod crash;
-pub mod cursor;
 pub mod embed;
 pub mod error;
 pub mod export;
@@ -13,16 +12,13 @@ pub mod extract;
 pub mod ids;
 pub mod index;
 pub mod ingest;
-pub mod keys;
 pub mod ledger;
 pub mod search;
 pub mod server;
 pub mod status;
 pub mod store;
-pub mod tools;
 pub mod vectors;
 pub mod verify;
 pub mod walk;
-pub mod watch;
 
 pub use error::{Error, Result};

@@ -14,7 +14,7 @@ use groundidx::ids::{self, ChunkId};
 use groundidx::ledger::ChunkFilter;
 use groundidx::search::{self, SearchRequest};
 use groundidx::store::StoreReader;
-use groundidx::tools::{self, ToolRequest};
+use groundidx::agent::tools::{self, ToolRequest};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
@@ -799,8 +799,8 @@ pub fn request(data: &[u8]) {
     check_canonical(&value);
     for text in strings(&value) {
         check_key(text);
-        let _ = groundidx::keys::parse_duration(text);
-        let _ = text.parse::<groundidx::keys::RateLimit>();
+        let _ = groundidx::clock::parse_duration(text);
+        let _ = text.parse::<groundidx::agent::RateLimit>();
     }
 }
 
@@ -881,7 +881,7 @@ fn check_parse(tool: &str, arguments: &Value) {
 fn check_canonical(value: &Value) {
     for number in numbers(value) {
         if let Some(double) = number.as_f64().filter(|_| number.is_f64()) {
-            let text = groundidx::keys::canonical_json(&Value::Number(number.clone()));
+            let text = groundidx::agent::canonical_json(&Value::Number(number.clone()));
             assert_eq!(
                 text.parse::<f64>(),
                 Ok(double),
@@ -889,7 +889,7 @@ fn check_canonical(value: &Value) {
             );
         }
     }
-    let canonical = groundidx::keys::canonical_json(value);
+    let canonical = groundidx::agent::canonical_json(value);
     let parsed: Value = serde_json::from_str(&canonical)
         .unwrap_or_else(|err| panic!("canonical JSON {canonical:?} does not parse: {err}"));
     assert!(
@@ -898,7 +898,7 @@ fn check_canonical(value: &Value) {
     );
     if same_value(value, &parsed, true) {
         assert_eq!(
-            groundidx::keys::canonical_json(&parsed),
+            groundidx::agent::canonical_json(&parsed),
             canonical,
             "canonical JSON is not idempotent"
         );
@@ -910,15 +910,15 @@ fn check_canonical(value: &Value) {
     let reversed: Value =
         serde_json::from_str(&reversed_text(value)).expect("reversed text parses");
     let value: Value = serde_json::from_str(&value.to_string()).expect("JSON text parses");
-    let canonical = groundidx::keys::canonical_json(&value);
+    let canonical = groundidx::agent::canonical_json(&value);
     assert_eq!(
-        groundidx::keys::canonical_json(&reversed),
+        groundidx::agent::canonical_json(&reversed),
         canonical,
         "member order changed the canonical form"
     );
     let fingerprint = |arguments: &Value| {
         ids::fingerprint(
-            groundidx::keys::canonical_json(
+            groundidx::agent::canonical_json(
                 &json!({"tool": "search_docs", "arguments": arguments}),
             )
             .as_bytes(),
@@ -1030,10 +1030,10 @@ fn strings(value: &Value) -> Vec<&str> {
 
 /// A key is valid exactly when it has 1 to 255 visible ASCII characters.
 fn check_key(key: &str) {
-    let valid = (1..=groundidx::keys::MAX_KEY_LEN).contains(&key.len())
+    let valid = (1..=groundidx::agent::MAX_KEY_LEN).contains(&key.len())
         && key.bytes().all(|b| b.is_ascii_graphic());
     assert_eq!(
-        groundidx::keys::validate_key(key).is_ok(),
+        groundidx::agent::validate_key(key).is_ok(),
         valid,
         "validate_key({key:?})"
     );

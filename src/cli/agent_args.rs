@@ -1,6 +1,7 @@
 //! Arguments shared by `mcp` and `serve`: the client identity, key TTL and rate limit.
 
-use groundidx::keys::{AgentConfig, MIN_TTL_MS, RateLimit, parse_duration};
+use groundidx::agent::{AgentConfig, MIN_TTL_MS, RateLimit};
+use groundidx::clock::parse_duration;
 
 /// How keyed calls behave.
 #[derive(Debug, clap::Args)]

@@ -1,6 +1,6 @@
 //! `groundidx audit` and `groundidx usage`
 
-use groundidx::keys::parse_duration;
+use groundidx::clock::parse_duration;
 use groundidx::store;
 use groundidx::{Error, Result, clock};
 

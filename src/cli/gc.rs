@@ -1,6 +1,6 @@
 //! `groundidx gc`
 
-use groundidx::{Result, clock, keys, store};
+use groundidx::{Result, agent, clock, store};
 
 use crate::cli::output;
 use crate::cli::{Cli, ExitCode, WaitArgs};
@@ -29,7 +29,7 @@ pub struct Args {
 }
 
 fn parse_retention(text: &str) -> std::result::Result<std::time::Duration, String> {
-    groundidx::keys::parse_duration(text)
+    groundidx::clock::parse_duration(text)
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
@@ -53,8 +53,8 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         }
         return Ok(ExitCode::Success);
     }
-    let removed = keys::gc(&cli.store_dir(), clock::now_ms())?;
-    let vectors = keys::gc_vectors(&cli.store_dir())?;
+    let removed = agent::gc(&cli.store_dir(), clock::now_ms())?;
+    let vectors = agent::gc_vectors(&cli.store_dir())?;
     if cli.json {
         output::json(&serde_json::json!({
             "keys_removed": removed,

@@ -57,7 +57,7 @@ pub struct Args {
 }
 
 fn parse_settle(text: &str) -> std::result::Result<std::time::Duration, String> {
-    groundidx::keys::parse_duration(text)
+    groundidx::clock::parse_duration(text)
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
@@ -123,14 +123,14 @@ fn watch(
     interrupt: &Interrupt,
     shared: Option<groundidx::store::SharedWriting>,
 ) -> Result<ExitCode> {
-    let watch_config = groundidx::watch::WatchConfig {
+    let watch_config = groundidx::ingest::watch::WatchConfig {
         shared,
         roots: args.roots.clone(),
         ingest: config,
         wait: args.wait.lock_wait(),
         settle: args.settle,
     };
-    groundidx::watch::watch(&cli.store_dir(), &watch_config, |outcome| {
+    groundidx::ingest::watch::watch(&cli.store_dir(), &watch_config, |outcome| {
         match outcome.and_then(|report| print_report(cli, &report)) {
             Ok(()) => true,
             // An interrupted run ends the watch, with the error that says how far it got.

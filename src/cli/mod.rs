@@ -140,7 +140,7 @@ pub struct Cli {
 }
 
 fn parse_lease_ttl(text: &str) -> std::result::Result<Duration, String> {
-    let ttl = groundidx::keys::parse_duration(text)?;
+    let ttl = groundidx::clock::parse_duration(text)?;
     if ttl < Duration::from_secs(1) {
         return Err("a lease lasts at least 1s".into());
     }

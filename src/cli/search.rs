@@ -5,7 +5,7 @@ use groundidx::Result;
 use groundidx::ledger::ChunkFilter;
 use groundidx::search::{self, SearchRequest, SearchResponse};
 use groundidx::store::StoreReader;
-use groundidx::tools::filter::normalise_path;
+use groundidx::agent::tools::filter::normalise_path;
 
 use crate::cli::output;
 use crate::cli::style::{self, Style};

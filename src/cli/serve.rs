@@ -122,7 +122,7 @@ fn parse_max_connections(text: &str) -> std::result::Result<usize, String> {
 }
 
 fn parse_timeout(text: &str) -> std::result::Result<std::time::Duration, String> {
-    let timeout = groundidx::keys::parse_duration(text)?;
+    let timeout = groundidx::clock::parse_duration(text)?;
     if timeout.is_zero() {
         return Err("a timeout must be at least 1s".into());
     }
@@ -130,7 +130,7 @@ fn parse_timeout(text: &str) -> std::result::Result<std::time::Duration, String>
 }
 
 fn parse_every(text: &str) -> std::result::Result<std::time::Duration, String> {
-    let every = groundidx::keys::parse_duration(text)?;
+    let every = groundidx::clock::parse_duration(text)?;
     if every.is_zero() {
         return Err("--every must be at least 1s".into());
     }

@@ -17,7 +17,7 @@ pub struct Args {
 }
 
 fn parse_max_age(text: &str) -> std::result::Result<std::time::Duration, String> {
-    groundidx::keys::parse_duration(text)
+    groundidx::clock::parse_duration(text)
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {

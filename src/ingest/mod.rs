@@ -10,6 +10,7 @@
 pub mod embed;
 mod plan;
 mod read;
+pub mod watch;
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::AsFd;

@@ -24,14 +24,14 @@ use tower::{Layer as _, ServiceExt as _};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::clock;
-use crate::keys::{Agent, CallError, CallKey, Replayed, ToolCall};
+use crate::agent::{Agent, CallError, CallKey, Replayed, ToolCall};
 use crate::server::Scope;
 use crate::server::batch;
 use crate::server::connections::{self, ConnectionLimits, ConnectionProof};
 use crate::server::mcp::{Handler, log_call};
 use crate::server::metrics::{Metrics, Outcome};
 use crate::server::stdio::NumberOutOfRange;
-use crate::server::tools::{
+use crate::server::wire::{
     answer_problem, http_status, problem, problem_body, problems_page, rate_limit_headers,
 };
 

@@ -16,12 +16,12 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::clock;
-use crate::keys::{Agent, CallError, CallKey, CallResponse, Replayed, ToolCall};
+use crate::agent::{Agent, CallError, CallKey, CallResponse, Replayed, ToolCall};
 use crate::server::Scope;
 use crate::server::metrics::{Metrics, Outcome};
 use crate::server::resources;
-use crate::server::tools::{mcp_error, mcp_result, tool_list};
-use crate::tools::TOOL_NAMES;
+use crate::server::wire::{mcp_error, mcp_result, tool_list};
+use crate::agent::tools::TOOL_NAMES;
 
 /// The handler; cheap to clone (one per HTTP request in stateless mode).
 #[derive(Clone)]
@@ -194,7 +194,7 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let mut arguments = json!({"limit": crate::tools::read::MAX_LIMIT});
+        let mut arguments = json!({"limit": crate::agent::tools::read::MAX_LIMIT});
         if let Some(cursor) = request.and_then(|r| r.cursor) {
             arguments["cursor"] = json!(cursor);
         }
@@ -226,7 +226,7 @@ impl ServerHandler for Handler {
         let arguments = json!({
             "root": root,
             "path": path,
-            "max_chars": crate::tools::read::MAX_MAX_CHARS,
+            "max_chars": crate::agent::tools::read::MAX_MAX_CHARS,
         });
         let answer = self
             .resource_call("read_document", arguments, &context)

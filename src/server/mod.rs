@@ -11,7 +11,7 @@ mod mcp;
 mod metrics;
 mod resources;
 mod stdio;
-mod tools;
+mod wire;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -23,7 +23,7 @@ use rmcp::ServiceExt;
 
 use crate::error::{Error, Result};
 use crate::ingest::{IngestConfig, IngestReport, NoProgress, ingest};
-use crate::keys::{Agent, AgentConfig};
+use crate::agent::{Agent, AgentConfig};
 use crate::ledger::postgres::PgLedger;
 use crate::store::{LockWait, OtherLedger, Store, StoreConfig, hostname, sync_replica};
 

@@ -13,7 +13,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use groundidx::server::MAX_BODY_BYTES;
-use groundidx::tools::MAX_QUERY_CHARS;
+use groundidx::agent::tools::MAX_QUERY_CHARS;
 use serde_json::{Value, json};
 
 use crate::agent_http::{Reply, Server, launch, serve};

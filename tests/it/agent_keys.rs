@@ -1,4 +1,4 @@
-//! The agent tool's keyed writes through the library (`groundidx::keys`), with a fake clock:
+//! The agent tool's keyed writes through the library (`groundidx::agent`), with a fake clock:
 //! concurrency (C1, C2, Q6), retention and garbage collection (T1–T4) and the quota (Q2, Q3).
 //! Also the ledger helpers the other `agent_*` files count rows with.
 
@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Barrier;
 use std::time::Duration;
 
-use groundidx::keys::{Agent, AgentConfig, CallError, RateLimit, Replayed, ToolCall};
+use groundidx::agent::{Agent, AgentConfig, CallError, RateLimit, Replayed, ToolCall};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::{Value, json};
 
@@ -483,7 +483,7 @@ fn t2_replay_just_before_expiry() {
     assert_eq!(expires_at, T0 + DAY_MS, "expires_at = created_at + ttl");
 
     let just_before = T0 + DAY_MS - 1_000;
-    let removed = groundidx::keys::gc(&env.store, just_before).expect("gc");
+    let removed = groundidx::agent::gc(&env.store, just_before).expect("gc");
     assert_eq!(removed, 0, "nothing has expired yet");
     let replay = run(&agent, &call, just_before).expect("replay");
     assert_eq!(replay.replayed, "yes", "{replay:?}");
@@ -492,7 +492,7 @@ fn t2_replay_just_before_expiry() {
     assert_eq!(after, expires_at, "a replay must not extend expires_at");
 
     // Not extended: a gc just after the original expiry removes it.
-    let removed = groundidx::keys::gc(&env.store, T0 + DAY_MS + 1_000).expect("gc");
+    let removed = groundidx::agent::gc(&env.store, T0 + DAY_MS + 1_000).expect("gc");
     assert_eq!(removed, 1);
     assert_eq!(key_row(&env.store, SCOPE, "t2"), None);
     assert_eq!(
@@ -512,7 +512,7 @@ fn t3_late_retry_after_gc_is_not_counted_again() {
     let first = run(&agent, &call, T0).expect("first");
     assert_eq!(first.replayed, "no");
     let late = T0 + DAY_MS + 1_000;
-    assert_eq!(groundidx::keys::gc(&env.store, late).expect("gc"), 1);
+    assert_eq!(groundidx::agent::gc(&env.store, late).expect("gc"), 1);
     assert_eq!(
         key_row(&env.store, SCOPE, "t3"),
         None,
@@ -572,7 +572,7 @@ fn t4_gc_removes_only_expired_keys() {
     let report = env.json(&["gc", "--json"]);
     assert_eq!(report["keys_removed"], 0, "{report}");
 
-    let removed = groundidx::keys::gc(&env.store, t0 + DAY_MS + 1_000).expect("gc");
+    let removed = groundidx::agent::gc(&env.store, t0 + DAY_MS + 1_000).expect("gc");
     assert_eq!(removed, 1);
     assert_eq!(key_row(&env.store, SCOPE, "t4/old"), None);
     assert!(
@@ -595,9 +595,9 @@ fn t4_gc_removes_only_expired_keys() {
     .expect("replay");
     assert_eq!(replay.replayed, "yes");
 
-    let removed = groundidx::keys::gc(&env.store, t0 + 2 * DAY_MS).expect("gc");
+    let removed = groundidx::agent::gc(&env.store, t0 + 2 * DAY_MS).expect("gc");
     assert_eq!(removed, 1);
-    let again = groundidx::keys::gc(&env.store, t0 + 2 * DAY_MS).expect("gc");
+    let again = groundidx::agent::gc(&env.store, t0 + 2 * DAY_MS).expect("gc");
     assert_eq!(again, 0);
     assert_eq!(
         counts(&env.store),

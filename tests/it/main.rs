@@ -72,6 +72,8 @@
 //! - `shared_ledger`: the shared PostgreSQL ledger: migrations, ingest under the lease from
 //!   several hosts, replicas equal to a clean ingest, kills at every shared crash point, the
 //!   lease's fence, one key, one audit row and one rate limit across hosts.
+//! - `replica_writes`: no command writes a replica's ledger but through its shared ledger
+//!   (`rebuild` with a damaged vector, `embed` without `--ledger`): no page of vectors skipped.
 //! - `agent_semantic`: `search_docs` by meaning over MCP and HTTP: `mode`, coverage, the model
 //!   loaded once, replays that embed nothing, pages that keep their mode, refusals.
 //! - `agent_run_keys`: every `runId`/`step` pair is a key of its own, never a direct key.
@@ -179,6 +181,7 @@ mod read_tools;
 mod readme_setups;
 mod recorded_model;
 mod reingest;
+mod replica_writes;
 mod relevance_floor;
 mod search;
 mod search_generation;

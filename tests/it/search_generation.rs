@@ -4,7 +4,7 @@
 //! for the server's next reload), so its hits, resolved against the ledger, are of the
 //! generation the answer names.
 
-use groundidx::keys::{Agent, AgentConfig, Replayed, ToolCall};
+use groundidx::agent::{Agent, AgentConfig, Replayed, ToolCall};
 use groundidx::ledger::ChunkFilter;
 use groundidx::search::{self, SearchRequest};
 use groundidx::store::StoreReader;

@@ -9,7 +9,8 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use groundidx::keys::{DURATION_FORMS, RateLimit};
+use groundidx::agent::RateLimit;
+use groundidx::clock::DURATION_FORMS;
 use groundidx::{Error, Result};
 
 use crate::cli::agent_args::parse_ttl;

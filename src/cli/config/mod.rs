@@ -14,7 +14,7 @@ use clap::ArgMatches;
 use clap::parser::ValueSource;
 use serde::Serialize;
 
-use groundidx::keys::RateLimit;
+use groundidx::agent::RateLimit;
 use groundidx::{Error, Result};
 
 use crate::cli::agent_args::AgentArgs;

@@ -10,7 +10,7 @@
 use crate::clock;
 use crate::crash::crash_point;
 use crate::error::Result;
-use crate::ledger::keys_sql::{
+use crate::ledger::{
     AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow,
 };
 use crate::ledger::postgres::{Budget, PgError, PgLedger};

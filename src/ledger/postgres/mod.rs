@@ -15,6 +15,7 @@
 mod keys;
 mod lease;
 mod log;
+mod meta;
 mod schema;
 mod tls;
 mod vectors;
@@ -29,7 +30,8 @@ use crate::error::{Error, Result};
 
 pub use keys::SharedCall;
 pub use lease::{LeaseGrant, LeaseInfo, lease_busy};
-pub use log::{ConsumerRow, Pulled, SharedCounts, SharedMeta};
+pub use log::{ConsumerRow, Pulled, SharedCounts};
+pub use meta::SharedMeta;
 pub use schema::{MigrateReport, PG_SCHEMA_VERSION};
 
 /// How long the server lets one of our transactions sit idle before ending it (and releasing

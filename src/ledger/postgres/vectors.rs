@@ -6,8 +6,8 @@
 
 use crate::error::Result;
 use crate::ids::ChunkId;
-use crate::ledger::mirror::{ModelRecord, VectorChanges, VectorRow};
-use crate::ledger::postgres::log::{chunk_id, fence};
+use crate::ledger::{ModelRecord, VectorChanges, VectorRow};
+use crate::ledger::postgres::meta::{chunk_id, fence};
 use crate::ledger::postgres::{Budget, PgError, PgLedger};
 
 type Tx<'a> = deadpool_postgres::Transaction<'a>;

@@ -7,7 +7,7 @@
 use rusqlite::{Connection, OptionalExtension};
 
 use crate::error::{Error, Result};
-use crate::ledger::sql_error;
+use super::sql_error;
 
 /// The schema version this build reads and writes.
 pub const SCHEMA_VERSION: i64 = 10;

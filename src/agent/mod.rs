@@ -8,6 +8,8 @@
 //! is synchronous; `server` calls it from blocking tasks.
 
 mod canonical;
+pub mod cursor;
+pub mod tools;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
@@ -15,13 +17,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::cursor::CursorKey;
+use crate::agent::cursor::CursorKey;
 use crate::error::{Error, Result};
 use crate::ids;
 use crate::ledger::postgres::{PgLedger, SharedCall};
 use crate::ledger::{Access, KeyLookup, KeyRecord, Ledger, LedgerPool, NewCall, RecordOutcome};
 use crate::store::{StorePaths, StoreReader};
-use crate::tools::{self, ArgumentError, ToolAnswer, ToolRequest};
+use self::tools::{ArgumentError, ToolAnswer, ToolRequest};
 
 pub use canonical::canonical_json;
 
@@ -61,7 +63,7 @@ impl std::str::FromStr for RateLimit {
             .trim()
             .parse()
             .map_err(|_| format!("rate limit {s:?}: {units:?} is not a whole number"))?;
-        let window = parse_duration(window)?;
+        let window = crate::clock::parse_duration(window)?;
         if units == 0 || window.as_secs() == 0 {
             return Err(format!(
                 "rate limit {s:?} must allow at least 1 unit per 1 s"
@@ -72,26 +74,6 @@ impl std::str::FromStr for RateLimit {
             window_secs: window.as_secs(),
         })
     }
-}
-
-/// What a duration looks like, for error messages.
-pub const DURATION_FORMS: &str = "a duration such as 90s, 1h30m or 7d";
-
-/// Parses a duration: a bare number of seconds (`90`), or `humantime`'s units, combined as
-/// people write them (`90s`, `30m`, `1h30m`, `1.5h`, `24h`, `7d`, `2w`, `1h 30m`).
-///
-/// Every flag, variable and configuration key that holds a duration reads it here, so one
-/// spelling works everywhere.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        let seconds: u64 = text
-            .parse()
-            .map_err(|_| format!("{text:?} is too long for {DURATION_FORMS}"))?;
-        return Ok(Duration::from_secs(seconds));
-    }
-    humantime::parse_duration(text)
-        .map_err(|err| format!("{text:?} is not {DURATION_FORMS} ({err})"))
 }
 
 /// How keyed calls behave.
@@ -1097,7 +1079,8 @@ fn open_for_gc(store_dir: &Path) -> Result<Ledger> {
 
 #[cfg(test)]
 mod tests {
-    use super::{RateLimit, parse_duration, validate_key};
+    use super::{RateLimit, validate_key};
+    use crate::clock::parse_duration;
 
     #[test]
     fn keys_are_visible_ascii_up_to_255() {

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
 
 use crate::error::Result;
-use crate::ledger::{Access, Ledger};
+use super::Ledger;
+use crate::ledger::Access;
 
 /// Read-only connections to one ledger.
 pub struct LedgerPool {
@@ -116,7 +117,8 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::LedgerPool;
-    use crate::ledger::{Access, Ledger};
+    use super::Ledger;
+use crate::ledger::Access;
 
     #[test]
     fn never_more_than_max_connections_are_out() {

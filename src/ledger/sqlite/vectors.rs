@@ -8,38 +8,12 @@
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use super::{Ledger, StoredChunk, chunk_id_column, decode_heading, sql_error};
+use super::{Ledger, chunk_id_column, decode_heading, sql_error};
+use crate::ledger::{ModelRow, StoredChunk, VectorCoverage, VectorGc, encode_vector};
 use crate::crash::crash_point;
 use crate::embed::Fingerprint;
 use crate::error::{Error, Result};
 use crate::ids::{ChunkId, Generation};
-
-/// A model as the ledger knows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ModelRow {
-    pub fingerprint: Fingerprint,
-    /// What `Embedder::describe` said of it, as JSON.
-    pub description: serde_json::Value,
-    pub dims: usize,
-    /// When its vectors first covered every chunk (ms since the epoch), if they did.
-    pub active_since: Option<i64>,
-}
-
-/// How many of the ledger's chunks have a vector under one model.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct VectorCoverage {
-    pub vectors: u64,
-    pub chunks: u64,
-}
-
-/// What `gc` removed from the vectors.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct VectorGc {
-    /// Vectors of models search used before the active one.
-    pub other_models: u64,
-    /// Vectors whose chunk the ledger no longer holds.
-    pub orphans: u64,
-}
 
 fn fingerprint_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Fingerprint> {
     let bytes: Vec<u8> = row.get(index)?;
@@ -47,24 +21,6 @@ fn fingerprint_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result
         .try_into()
         .map(Fingerprint)
         .map_err(|_| super::bad_blob(index))
-}
-
-/// A vector as stored: little-endian f32.
-pub fn encode_vector(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// The f32s of a stored vector; `None` when the length is not a whole number of them.
-pub fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
-    if !bytes.len().is_multiple_of(4) {
-        return None;
-    }
-    Some(
-        bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().expect("four bytes")))
-            .collect(),
-    )
 }
 
 impl Ledger {
@@ -481,7 +437,8 @@ impl Ledger {
 mod tests {
     use crate::embed::Fingerprint;
     use crate::error::Error;
-    use crate::ledger::{Access, Ledger};
+    use super::Ledger;
+use crate::ledger::Access;
 
     #[test]
     fn a_model_recorded_with_other_dimensions_is_refused_by_name() {

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::cursor::{Cursor, CursorKey};
+use crate::agent::cursor::{Cursor, CursorKey};
 use crate::error::Result;
 use crate::ids::ChunkId;
 use crate::index::Snapshot;

@@ -23,7 +23,9 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use crate::ann::{self, SignCodes};
+pub mod ann;
+
+use self::ann::SignCodes;
 use crate::crash::crash_point;
 use crate::embed::Fingerprint;
 use crate::error::{Error, Result};
@@ -539,7 +541,7 @@ mod tests {
     }
 
     fn written(dir: &Path, n: u32, dims: usize) -> (PathBuf, Vec<(ChunkId, Vec<f32>)>) {
-        let vectors = crate::ann::random_unit_rows(n as usize, dims, 17);
+        let vectors = crate::vectors::ann::random_unit_rows(n as usize, dims, 17);
         let rows: Vec<(ChunkId, Vec<f32>)> = vectors
             .chunks_exact(dims)
             .enumerate()

@@ -7,9 +7,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, MetaObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
-use crate::keys::{CallError, CallResponse, QuotaState, Replayed};
+use crate::agent::{CallError, CallResponse, QuotaState, Replayed};
 use crate::search::MAX_TOP_K;
-use crate::tools::{DEFAULT_TOP_K, MAX_QUERY_CHARS};
+use crate::agent::tools::{DEFAULT_TOP_K, MAX_QUERY_CHARS};
 
 fn object(value: Value) -> Arc<JsonObject> {
     match value {
@@ -303,11 +303,11 @@ pub fn tool_list(key_ttl_ms: i64) -> Vec<Tool> {
                     "path": {"type": "string", "description": "the document's path relative to its root, as a hit's paths give it (or its full path); optional with chunk_id"},
                     "root": {"type": "string", "description": "the root the path is under (sources[].root, or its folder name); needed only when two roots hold the same path"},
                     "chunk_id": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "read around this passage (a hit's chunk_id)"},
-                    "around": {"type": "integer", "minimum": 0, "maximum": crate::tools::read::MAX_AROUND, "default": crate::tools::read::DEFAULT_AROUND, "description": "with chunk_id: how many passages before and after it"},
+                    "around": {"type": "integer", "minimum": 0, "maximum": crate::agent::tools::read::MAX_AROUND, "default": crate::agent::tools::read::DEFAULT_AROUND, "description": "with chunk_id: how many passages before and after it"},
                     "lines": range("only the passages that overlap these lines, [first, last]"),
                     "pages": range("only the passages on these pages, [first, last] (a PDF)"),
                     "generation": {"type": "integer", "minimum": 0, "description": "the generation of the search answer the hit came from: the document is read as that search saw it, or the answer says it has changed"},
-                    "max_chars": {"type": "integer", "minimum": crate::tools::read::MIN_MAX_CHARS, "maximum": crate::tools::read::MAX_MAX_CHARS, "default": crate::tools::read::DEFAULT_MAX_CHARS, "description": "at most this many characters of passage text in one answer (at least one whole passage)"},
+                    "max_chars": {"type": "integer", "minimum": crate::agent::tools::read::MIN_MAX_CHARS, "maximum": crate::agent::tools::read::MAX_MAX_CHARS, "default": crate::agent::tools::read::DEFAULT_MAX_CHARS, "description": "at most this many characters of passage text in one answer (at least one whole passage)"},
                     "cursor": {"type": "string", "description": "the next_cursor of the previous part, with the same arguments"}
                 }),
                 false,
@@ -323,7 +323,7 @@ pub fn tool_list(key_ttl_ms: i64) -> Vec<Tool> {
             input_schema(
                 json!({
                     "title": {"type": "string", "description": "only documents whose title contains this (ignoring case)"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": crate::tools::read::MAX_LIMIT, "default": crate::tools::read::DEFAULT_LIMIT},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": crate::agent::tools::read::MAX_LIMIT, "default": crate::agent::tools::read::DEFAULT_LIMIT},
                     "cursor": {"type": "string", "description": "the next_cursor of the previous answer, with the same filters"}
                 }),
                 true,
@@ -357,8 +357,8 @@ fn key_policy(key_ttl_ms: i64) -> Value {
         "meta_key": "groundidx/idempotencyKey",
         "meta_run_step": ["groundidx/runId", "groundidx/step"],
         "http_header": "Idempotency-Key",
-        "key_format": format!("1 to {} visible ASCII characters", crate::keys::MAX_KEY_LEN),
-        "max_length": crate::keys::MAX_KEY_LEN,
+        "key_format": format!("1 to {} visible ASCII characters", crate::agent::MAX_KEY_LEN),
+        "max_length": crate::agent::MAX_KEY_LEN,
         "ttl_seconds": key_ttl_ms / 1000,
         "same_key_same_arguments": "the first answer again, marked replayed, counted and audited once",
         "same_key_other_arguments": "refused with idempotency_key_reused; the first answer is kept",
