@@ -175,7 +175,9 @@ fn main() {
             "generated {n} documents in {:.1} s",
             started.elapsed().as_secs_f64()
         );
-        let (mut store, _) = Store::open(&store_dir, LockWait::NoWait).expect("open store");
+        let (mut store, _) =
+            Store::open_writer(&store_dir, LockWait::NoWait, Default::default(), None)
+                .expect("open store");
         let started = Instant::now();
         ingest(&mut store, &[docs], &IngestConfig::default(), &NoProgress).expect("ingest");
         eprintln!("ingested in {:.1} s", started.elapsed().as_secs_f64());

@@ -27,7 +27,8 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 fn run_ingest(store_dir: &Path, docs: &Path) {
-    let (mut store, _) = Store::open(store_dir, LockWait::NoWait).expect("open store");
+    let (mut store, _) = Store::open_writer(store_dir, LockWait::NoWait, Default::default(), None)
+        .expect("open store");
     ingest(
         &mut store,
         &[docs.to_path_buf()],

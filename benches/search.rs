@@ -18,7 +18,8 @@ fn docs() -> PathBuf {
 
 fn benches(c: &mut Criterion) {
     let tmp = tempfile::tempdir().expect("temp dir");
-    let (mut store, _) = Store::open(tmp.path(), LockWait::NoWait).expect("open store");
+    let (mut store, _) = Store::open_writer(tmp.path(), LockWait::NoWait, Default::default(), None)
+        .expect("open store");
     ingest(&mut store, &[docs()], &IngestConfig::default(), &NoProgress).expect("ingest");
     store.close().expect("close");
     let reader = StoreReader::open(tmp.path()).expect("open reader");

@@ -23,8 +23,8 @@ use criterion::Criterion;
 use rusqlite::{Connection, TransactionBehavior, params};
 use serde_json::json;
 
-use groundidx::ingest::{IngestConfig, NoProgress, ingest};
 use groundidx::agent::{Agent, AgentConfig, RateLimit, ToolCall};
+use groundidx::ingest::{IngestConfig, NoProgress, ingest};
 use groundidx::store::{LockWait, Store};
 
 const QUERIES: [&str; 6] = [
@@ -47,7 +47,8 @@ impl Bare {
     /// (columns, constraints, indexes) the ledger's schema makes, opened with bare SQLite.
     fn open(dir: &Path, response_len: usize) -> Bare {
         let _ = std::fs::remove_dir_all(dir);
-        let (store, _) = Store::open(dir, LockWait::NoWait).expect("create the reference store");
+        let (store, _) = Store::open_writer(dir, LockWait::NoWait, Default::default(), None)
+            .expect("create the reference store");
         store.close().expect("close the reference store");
         let conn = Connection::open(dir.join("ledger.sqlite")).expect("open reference db");
         conn.execute_batch(
@@ -234,7 +235,8 @@ fn docs() -> PathBuf {
 fn criterion_benches(c: &mut Criterion) {
     let tmp = tempfile::tempdir().expect("temp dir");
     let store_dir = tmp.path().join("store");
-    let (mut store, _) = Store::open(&store_dir, LockWait::NoWait).expect("open store");
+    let (mut store, _) = Store::open_writer(&store_dir, LockWait::NoWait, Default::default(), None)
+        .expect("open store");
     ingest(&mut store, &[docs()], &IngestConfig::default(), &NoProgress).expect("ingest");
     store.close().expect("close");
     let mut keyed = Keyed::open(&store_dir);

@@ -273,7 +273,9 @@ fn criterion_benches(c: &mut Criterion) {
         b.iter_batched(
             || tempfile::tempdir().expect("temp store"),
             |dir| {
-                let (mut store, _) = Store::open(dir.path(), LockWait::NoWait).expect("open");
+                let (mut store, _) =
+                    Store::open_writer(dir.path(), LockWait::NoWait, Default::default(), None)
+                        .expect("open");
                 ingest(
                     &mut store,
                     std::slice::from_ref(&docs),
@@ -289,7 +291,8 @@ fn criterion_benches(c: &mut Criterion) {
     group.finish();
 
     let tmp = tempfile::tempdir().expect("temp store");
-    let (mut store, _) = Store::open(tmp.path(), LockWait::NoWait).expect("open");
+    let (mut store, _) =
+        Store::open_writer(tmp.path(), LockWait::NoWait, Default::default(), None).expect("open");
     ingest(
         &mut store,
         std::slice::from_ref(&docs),

@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
+use groundidx::agent::tools::{self, ToolRequest};
 use groundidx::chunk::front_matter::{MAX_FRONT_MATTER_BYTES, split};
 use groundidx::chunk::{ChunkConfig, ChunkedDocument, chunk_document};
 use groundidx::extract::Format;
@@ -14,7 +15,6 @@ use groundidx::ids::{self, ChunkId};
 use groundidx::ledger::ChunkFilter;
 use groundidx::search::{self, SearchRequest};
 use groundidx::store::StoreReader;
-use groundidx::agent::tools::{self, ToolRequest};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
@@ -649,7 +649,9 @@ impl QueryFixture {
             std::fs::write(&path, text).expect("write doc");
         }
         let store_dir = dir.path().join("store");
-        let (mut store, _) = Store::open(&store_dir, LockWait::NoWait).expect("open store");
+        let (mut store, _) =
+            Store::open_writer(&store_dir, LockWait::NoWait, Default::default(), None)
+                .expect("open store");
         ingest(&mut store, &[docs], &IngestConfig::default(), &NoProgress).expect("ingest");
         store.close().expect("close store");
         let reader = StoreReader::open(&store_dir).expect("open reader");

@@ -17,13 +17,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use self::tools::{ArgumentError, ToolAnswer, ToolRequest};
 use crate::agent::cursor::CursorKey;
 use crate::error::{Error, Result};
 use crate::ids;
 use crate::ledger::postgres::{PgLedger, SharedCall};
 use crate::ledger::{Access, KeyLookup, KeyRecord, Ledger, LedgerPool, NewCall, RecordOutcome};
 use crate::store::{StorePaths, StoreReader};
-use self::tools::{ArgumentError, ToolAnswer, ToolRequest};
 
 pub use canonical::canonical_json;
 

@@ -37,22 +37,12 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         signal_hook::flag::register_usize(signal, interrupt.flag(), signal as usize)
             .map_err(|err| Error::io(format!("handle signal {signal}"), err))?;
     }
-    let (mut store, _) = match cli.shared_ledger(true, 4)? {
-        None => Store::open(&cli.store_dir(), args.wait.lock_wait())?,
-        Some(shared) => Store::open_shared(
-            &cli.store_dir(),
-            args.wait.lock_wait(),
-            groundidx::store::StoreConfig::default(),
-            &shared,
-            cli.lease_ttl,
-        )?,
-    };
-    if cli.ledger.is_none() && store.ledger().replica_state()?.is_some() {
-        return Err(Error::Usage(format!(
-            "the store at {} is a mirror of a shared ledger; embedding without it would make the mirror disagree with it\nhint: pass the same --ledger postgres://…",
-            cli.store_dir().display()
-        )));
-    }
+    let (mut store, _) = Store::open_writer(
+        &cli.store_dir(),
+        args.wait.lock_wait(),
+        groundidx::store::StoreConfig::default(),
+        cli.shared_writing()?.as_ref(),
+    )?;
     // No model given: the one the store's vectors came from, found again by its fingerprint.
     let model = match configured {
         Some(model) => model,

@@ -87,12 +87,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     for dir in &args.roots {
         ingest::canonical_root(dir)?;
     }
-    let shared = cli
-        .shared_ledger(true, 4)?
-        .map(|ledger| groundidx::store::SharedWriting {
-            ledger,
-            lease_ttl: cli.lease_ttl,
-        });
+    let shared = cli.shared_writing()?;
     if args.watch {
         return watch(cli, args, config, &interrupt, shared);
     }

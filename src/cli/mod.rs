@@ -257,6 +257,17 @@ impl Cli {
         };
         PgLedger::open(&options, migrate).map(Some)
     }
+
+    /// Where a writer writes: the shared ledger `--ledger` names (created or upgraded, as the
+    /// first writer does) under a lease of `--lease-ttl`, or `None` for the store's own ledger.
+    pub fn shared_writing(&self) -> groundidx::Result<Option<groundidx::store::SharedWriting>> {
+        Ok(self
+            .shared_ledger(true, 4)?
+            .map(|ledger| groundidx::store::SharedWriting {
+                ledger,
+                lease_ttl: self.lease_ttl,
+            }))
+    }
 }
 
 /// Parses the command line, sets up logs and colour, layers in the configuration file, runs

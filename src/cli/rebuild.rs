@@ -33,7 +33,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         return Err(groundidx::Error::NoStore { path: dir });
     }
     let (store, generation) =
-        Store::open_and_rebuild_with(&dir, args.wait.lock_wait(), args.id_fields.store_config())?;
+        Store::open_writer_to_rebuild(&dir, args.wait.lock_wait(), args.id_fields.store_config())?;
     let chunks = store.ledger().counts()?.chunks;
     store.close()?;
     let report = RebuildReport {

@@ -2,10 +2,10 @@
 
 use clap::builder::TypedValueParser as _;
 use groundidx::Result;
+use groundidx::agent::tools::filter::normalise_path;
 use groundidx::ledger::ChunkFilter;
 use groundidx::search::{self, SearchRequest, SearchResponse};
 use groundidx::store::StoreReader;
-use groundidx::agent::tools::filter::normalise_path;
 
 use crate::cli::output;
 use crate::cli::style::{self, Style};

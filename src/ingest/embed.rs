@@ -69,9 +69,7 @@ fn cached_model_fingerprint(store: &mut Store, config: &ModelConfig) -> Result<F
         return Ok(fingerprint);
     }
     let fingerprint = embed::fingerprint(config, &[])?;
-    store
-        .ledger_mut()
-        .cache_fingerprint(&stat_key, &fingerprint)?;
+    store.cache_fingerprint(&stat_key, &fingerprint)?;
     Ok(fingerprint)
 }
 

@@ -548,7 +548,7 @@ fn run_root(
 ) -> Result<()> {
     let root_id = match plan.root_id {
         Some(id) => id,
-        None => store.ledger_mut().ensure_root(&plan.root_key)?,
+        None => store.ensure_root(&plan.root_key)?,
     };
     report.documents.unchanged += plan.unchanged as u64;
     report.documents.skipped += plan.warnings.len() as u64;

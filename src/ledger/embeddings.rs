@@ -30,7 +30,6 @@ pub struct VectorGc {
     pub orphans: u64,
 }
 
-
 /// A vector as stored: little-endian f32.
 pub fn encode_vector(vector: &[f32]) -> Vec<u8> {
     vector.iter().flat_map(|x| x.to_le_bytes()).collect()

@@ -23,8 +23,8 @@ use serde_json::{Value, json};
 use tower::{Layer as _, ServiceExt as _};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::clock;
 use crate::agent::{Agent, CallError, CallKey, Replayed, ToolCall};
+use crate::clock;
 use crate::server::Scope;
 use crate::server::batch;
 use crate::server::connections::{self, ConnectionLimits, ConnectionProof};

@@ -15,13 +15,13 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use crate::clock;
+use crate::agent::tools::TOOL_NAMES;
 use crate::agent::{Agent, CallError, CallKey, CallResponse, Replayed, ToolCall};
+use crate::clock;
 use crate::server::Scope;
 use crate::server::metrics::{Metrics, Outcome};
 use crate::server::resources;
 use crate::server::wire::{mcp_error, mcp_result, tool_list};
-use crate::agent::tools::TOOL_NAMES;
 
 /// The handler; cheap to clone (one per HTTP request in stateless mode).
 #[derive(Clone)]

@@ -13,8 +13,8 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::agent::{CallError, CallResponse, Replayed};
 use crate::agent::tools::TOOL_NAMES;
+use crate::agent::{CallError, CallResponse, Replayed};
 
 /// Upper bounds of the latency histogram, in seconds.
 const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];

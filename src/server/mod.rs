@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use rmcp::ServiceExt;
 
+use crate::agent::{Agent, AgentConfig};
 use crate::error::{Error, Result};
 use crate::ingest::{IngestConfig, IngestReport, NoProgress, ingest};
-use crate::agent::{Agent, AgentConfig};
 use crate::ledger::postgres::PgLedger;
 use crate::store::{LockWait, OtherLedger, Store, StoreConfig, hostname, sync_replica};
 

@@ -7,9 +7,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, MetaObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
+use crate::agent::tools::{DEFAULT_TOP_K, MAX_QUERY_CHARS};
 use crate::agent::{CallError, CallResponse, QuotaState, Replayed};
 use crate::search::MAX_TOP_K;
-use crate::agent::tools::{DEFAULT_TOP_K, MAX_QUERY_CHARS};
 
 fn object(value: Value) -> Arc<JsonObject> {
     match value {

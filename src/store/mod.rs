@@ -23,14 +23,15 @@
 //! index behind the ledger stays behind until a writer can run: readers say so.
 
 mod lock;
-mod shared;
+mod publisher;
+mod replica;
 mod swap;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::crash::crash_point;
-use crate::embed::Embedder;
+use crate::embed::{Embedder, Fingerprint};
 use crate::error::{Error, Result};
 use crate::ids::{ChunkId, Generation};
 use crate::index::{ChunkLabels, IdFields, Index, IndexedChunk, Writer};
@@ -41,10 +42,12 @@ use crate::ledger::{
 use crate::vectors::{self, Marker, VectorSet};
 
 pub use lock::{LockWait, WriterLock};
-pub use shared::{
-    DEFAULT_LEASE_TTL, LOG_RETENTION_SECS, Lease, MirrorSync, OtherLedger, SharedWriting,
-    SyncReport, gc_shared_vectors, hostname, sync_replica,
+pub use publisher::{DEFAULT_LEASE_TTL, LOG_RETENTION_SECS, Lease, hostname};
+pub use replica::{
+    MirrorSync, OtherLedger, SharedWriting, SyncReport, gc_shared_vectors, sync_replica,
 };
+
+use publisher::Publisher;
 
 /// How many chunks are read from the ledger at a time while applying to the index.
 const APPLY_READ_BATCH: usize = 2_000;
@@ -122,45 +125,12 @@ pub struct Store {
     /// The generation the writer holds, committed or not: `stage` moves it, `flush` commits it.
     staged_generation: Generation,
     config: StoreConfig,
-    /// The shared ledger this store's ledger mirrors, when a writer publishes to one.
-    shared: Option<shared::SharedWriter>,
+    /// Where its ledger writes go: its own ledger, or the shared ledger first.
+    publisher: Publisher,
     _lock: WriterLock,
 }
 
 impl Store {
-    /// Creates the store folder if needed, takes the writer lock, opens both parts and brings
-    /// the index up to the ledger (`catch_up`) before anything else.
-    pub fn open(dir: &Path, wait: LockWait) -> Result<(Store, CatchUp)> {
-        Store::open_with(dir, wait, StoreConfig::default())
-    }
-
-    /// `open` with the given index settings.
-    pub fn open_with(dir: &Path, wait: LockWait, config: StoreConfig) -> Result<(Store, CatchUp)> {
-        Store::open_at(dir, wait, Then::CatchUp, config).map_err(|err| err.in_store(dir))
-    }
-
-    /// Opens the store like `open` and makes the index again from the ledger (`rebuild`),
-    /// without replaying the log first: a rebuild must heal an index that a replay cannot
-    /// write to. Returns the generation the new index holds.
-    pub fn open_and_rebuild(dir: &Path, wait: LockWait) -> Result<(Store, Generation)> {
-        Store::open_and_rebuild_with(dir, wait, StoreConfig::default())
-    }
-
-    /// `open_and_rebuild` with the given index settings.
-    pub fn open_and_rebuild_with(
-        dir: &Path,
-        wait: LockWait,
-        config: StoreConfig,
-    ) -> Result<(Store, Generation)> {
-        let (mut store, opened) =
-            Store::open_at(dir, wait, Then::Rebuild, config).map_err(|err| err.in_store(dir))?;
-        let generation = match opened {
-            CatchUp::Replaced { to } => to,
-            _ => store.rebuild()?,
-        };
-        Ok((store, generation))
-    }
-
     fn open_at(
         dir: &Path,
         wait: LockWait,
@@ -172,6 +142,10 @@ impl Store {
         let lock = WriterLock::acquire(dir, wait)?;
         let paths = StorePaths::new(dir);
         let ledger = Ledger::open(&paths.ledger(), Access::ReadWrite)?;
+        let publisher = match ledger.replica_state()? {
+            Some(_) => Publisher::Detached,
+            None => Publisher::Own,
+        };
         swap::recover(&paths)?;
         let (index, replaced) = match Index::open(&paths.index()) {
             Ok(index) => (index, None),
@@ -204,7 +178,7 @@ impl Store {
             index_generation,
             staged_generation: index_generation,
             config,
-            shared: None,
+            publisher,
             _lock: lock,
         };
         if let Some(to) = replaced {
@@ -230,8 +204,16 @@ impl Store {
         &self.ledger
     }
 
-    pub fn ledger_mut(&mut self) -> &mut Ledger {
-        &mut self.ledger
+    /// The row ID of a root folder, added when new (a row of this store's ledger alone: a
+    /// replica's roots are matched by path).
+    pub fn ensure_root(&mut self, root: &str) -> Result<crate::ledger::RootId> {
+        self.ledger.ensure_root(root)
+    }
+
+    /// Remembers a local model folder's fingerprint by its files' stat (a cache of this
+    /// store's ledger alone).
+    pub fn cache_fingerprint(&mut self, stat_key: &str, fingerprint: &Fingerprint) -> Result<()> {
+        self.ledger.cache_fingerprint(stat_key, fingerprint)
     }
 
     /// Commits one batch: the ledger transaction first, then the Tantivy commit of the new
@@ -260,21 +242,9 @@ impl Store {
         if batch.is_empty() {
             return Ok(BatchOutcome::default());
         }
-        let outcome = match &self.shared {
-            None => self.ledger.apply_batch(batch)?,
-            Some(shared) => {
-                shared.lease.check()?;
-                let expected = self
-                    .ledger
-                    .replica_state()?
-                    .map_or(0, |state| state.log_seq);
-                let epoch = shared.lease.epoch();
-                let ledger = &shared.ledger;
-                self.ledger.apply_batch_publishing(batch, &mut |changes| {
-                    ledger.publish(epoch, expected, changes)
-                })?
-            }
-        };
+        let outcome = self
+            .publisher
+            .apply_batch(&mut self.ledger, batch, &self.paths.dir)?;
         crash_point("store.after_ledger_commit");
         if let Some(generation) = outcome.generation {
             let from = self.staged_generation;
@@ -424,17 +394,15 @@ impl Store {
     /// Makes the vector index again from the ledger's vectors, whatever its marker says (for
     /// `rebuild`, which must heal a damaged file whose header still reads).
     pub fn rebuild_vectors(&mut self) -> Result<()> {
-        // A vector damaged in the ledger is removed, so the next embedding run makes it again.
+        // A vector damaged in the ledger is removed, so the next embedding run makes it again
+        // (in a store of its own: a replica's is left, and reported).
         if let Some(model) = self.ledger.active_model()? {
-            let removed = self
-                .ledger
-                .remove_damaged_vectors(&model.fingerprint, model.dims)?;
-            if removed > 0 {
-                tracing::warn!(
-                    removed,
-                    "removed damaged vectors from the ledger; the next embedding run makes them again"
-                );
-            }
+            self.publisher.remove_damaged_vectors(
+                &mut self.ledger,
+                &model.fingerprint,
+                model.dims,
+                &self.paths.dir,
+            )?;
         }
         let wanted = self.wanted_vectors()?;
         let path = vectors::path(&self.paths.dir);
@@ -469,26 +437,26 @@ impl Store {
     }
 
     /// Commits what is staged, waits for Tantivy's background merges and releases its writer.
-    /// A writer of a shared ledger then prunes the shared log below the slowest mirror and
-    /// gives its lease back.
+    /// A writer of a shared ledger then records its replica's position, prunes the shared log
+    /// below the slowest replica and gives its lease back.
     pub fn close(mut self) -> Result<()> {
         self.settle()?;
-        if let Err(err) = self.report_progress() {
+        if let Err(err) = self
+            .publisher
+            .report_progress(&self.ledger, &self.paths.dir)
+        {
             tracing::warn!(error = %err, "could not record this mirror's position in the shared ledger");
         }
-        if let Some(shared) = self.shared.take() {
-            if let Err(err) = shared.ledger.prune_log(shared::LOG_RETENTION_SECS) {
-                tracing::warn!(error = %err, "could not prune the shared log; the next writer does");
-            }
-            drop(shared.lease);
-        }
+        std::mem::replace(&mut self.publisher, Publisher::Own).close();
         Ok(())
     }
 
     /// Records the start of an ingest run (in the shared ledger too, when there is one).
     pub fn start_run(&mut self, run_id: &str, roots: &[String], now_ms: i64) -> Result<()> {
-        self.ledger.start_run(run_id, roots, now_ms)?;
-        self.publish_run(run_id)
+        self.publisher
+            .run(&mut self.ledger, run_id, &self.paths.dir, |ledger| {
+                ledger.start_run(run_id, roots, now_ms)
+            })
     }
 
     /// Records the end of an ingest run with its report (in the shared ledger too).
@@ -499,22 +467,59 @@ impl Store {
         report_json: &str,
         now_ms: i64,
     ) -> Result<()> {
-        self.ledger
-            .finish_run(run_id, generation, report_json, now_ms)?;
-        self.publish_run(run_id)
+        self.publisher
+            .run(&mut self.ledger, run_id, &self.paths.dir, |ledger| {
+                ledger.finish_run(run_id, generation, report_json, now_ms)
+            })
     }
 
-    fn publish_run(&self, run_id: &str) -> Result<()> {
-        let Some(shared) = &self.shared else {
-            return Ok(());
-        };
-        let Some(run) = self.ledger.run_row(run_id)? else {
-            return Ok(());
-        };
-        shared.lease.check()?;
-        shared
-            .ledger
-            .publish_run(shared.lease.epoch(), shared.lease.holder(), &run)
+    /// Records a model the first time a run uses it (in the shared ledger too).
+    pub fn register_model(
+        &mut self,
+        fingerprint: &Fingerprint,
+        description: &serde_json::Value,
+        dims: usize,
+        now_ms: i64,
+    ) -> Result<()> {
+        self.publisher
+            .model(&mut self.ledger, fingerprint, &self.paths.dir, |ledger| {
+                ledger.register_model(fingerprint, description, dims, now_ms)
+            })
+    }
+
+    /// Makes `fingerprint` the model search uses (on every host).
+    pub fn activate_model(&mut self, fingerprint: &Fingerprint, now_ms: i64) -> Result<()> {
+        self.publisher
+            .model(&mut self.ledger, fingerprint, &self.paths.dir, |ledger| {
+                ledger.activate_model(fingerprint, now_ms)
+            })
+    }
+
+    /// Records that `model`'s vectors cover every chunk of `generation` (on every host).
+    pub fn mark_model_complete(
+        &mut self,
+        fingerprint: &Fingerprint,
+        generation: Generation,
+    ) -> Result<()> {
+        self.publisher
+            .model(&mut self.ledger, fingerprint, &self.paths.dir, |ledger| {
+                ledger.mark_model_complete(fingerprint, generation)
+            })
+    }
+
+    /// Stores one page of vectors (in the shared ledger first, when there is one).
+    pub fn insert_vectors(
+        &mut self,
+        fingerprint: &Fingerprint,
+        vectors: &[(ChunkId, Vec<f32>)],
+    ) -> Result<u64> {
+        self.publisher
+            .insert_vectors(&mut self.ledger, fingerprint, vectors, &self.paths.dir)
+    }
+
+    /// The lease this store writes under, when it writes a shared ledger.
+    pub fn lease(&self) -> Option<&Lease> {
+        self.publisher.lease()
     }
 
     /// Stages in the Tantivy writer every chunk change logged after generation `after`. The

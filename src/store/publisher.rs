@@ -53,14 +53,6 @@ impl Publisher {
         }
     }
 
-    /// The shared ledger this store publishes to, when it holds the lease.
-    pub(crate) fn shared(&self) -> Option<&PgLedger> {
-        match self {
-            Publisher::Shared { ledger, .. } => Some(ledger),
-            _ => None,
-        }
-    }
-
     /// Fails unless the store's ledger may be written by this writer.
     fn writable(&self, what: &str, dir: &Path) -> Result<()> {
         match self {
@@ -79,7 +71,11 @@ impl Publisher {
         dir: &Path,
     ) -> Result<BatchOutcome> {
         self.writable("commit a batch", dir)?;
-        let Publisher::Shared { ledger: shared, lease } = self else {
+        let Publisher::Shared {
+            ledger: shared,
+            lease,
+        } = self
+        else {
             return ledger.apply_batch(batch);
         };
         let expected = ledger.replica_state()?.map_or(0, |state| state.log_seq);
@@ -100,7 +96,11 @@ impl Publisher {
         dir: &Path,
     ) -> Result<u64> {
         self.writable("store vectors", dir)?;
-        let Publisher::Shared { ledger: shared, lease } = self else {
+        let Publisher::Shared {
+            ledger: shared,
+            lease,
+        } = self
+        else {
             return ledger.insert_vectors(fingerprint, vectors);
         };
         let encoded: Vec<(ChunkId, Vec<u8>)> = vectors
@@ -121,7 +121,11 @@ impl Publisher {
     ) -> Result<()> {
         self.writable("record a model", dir)?;
         write(ledger)?;
-        let Publisher::Shared { ledger: shared, lease } = self else {
+        let Publisher::Shared {
+            ledger: shared,
+            lease,
+        } = self
+        else {
             return Ok(());
         };
         let Some(record) = ledger.model_record(&fingerprint.0)? else {
@@ -141,7 +145,11 @@ impl Publisher {
     ) -> Result<()> {
         self.writable("record a run", dir)?;
         write(ledger)?;
-        let Publisher::Shared { ledger: shared, lease } = self else {
+        let Publisher::Shared {
+            ledger: shared,
+            lease,
+        } = self
+        else {
             return Ok(());
         };
         let Some(run) = ledger.run_row(run_id)? else {

@@ -12,8 +12,8 @@ use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use groundidx::server::MAX_BODY_BYTES;
 use groundidx::agent::tools::MAX_QUERY_CHARS;
+use groundidx::server::MAX_BODY_BYTES;
 use serde_json::{Value, json};
 
 use crate::agent_http::{Reply, Server, launch, serve};

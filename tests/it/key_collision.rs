@@ -59,8 +59,9 @@ fn chunks_sharing_a_delete_key_each_stay_exactly_once() {
     let (first, second) = (colliding_id(7, 1), colliding_id(7, 2));
     assert_eq!(first.short(), second.short());
     assert_ne!(first, second);
-    let (mut store, _) = Store::open(dir.path(), LockWait::NoWait).expect("open store");
-    let root = store.ledger_mut().ensure_root("/corpus").expect("root");
+    let (mut store, _) = Store::open_writer(dir.path(), LockWait::NoWait, Default::default(), None)
+        .expect("open store");
+    let root = store.ensure_root("/corpus").expect("root");
 
     let mut both = Batch::new(root);
     both.upserts.push(upsert("a.md", 1, first, "alpha passage"));
@@ -86,7 +87,9 @@ fn chunks_sharing_a_delete_key_each_stay_exactly_once() {
     store.close().expect("close");
 
     // A rebuild from the ledger agrees.
-    let (store, _) = Store::open_and_rebuild(dir.path(), LockWait::NoWait).expect("rebuild");
+    let (store, _) =
+        Store::open_writer_to_rebuild(dir.path(), LockWait::NoWait, Default::default())
+            .expect("rebuild");
     store.close().expect("close");
     assert_eq!(index_ids(dir.path()), expected);
 }

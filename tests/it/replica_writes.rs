@@ -33,7 +33,11 @@ fn json(store: &Path, shared: Option<&TestSchema>, args: &[&str]) -> Value {
 fn replica_vectors(store: &Path) -> (i64, i64) {
     let ledger = rusqlite::Connection::open(store.join("ledger.sqlite")).expect("open ledger");
     let seq = ledger
-        .query_row("SELECT value FROM meta WHERE name = 'vector_seq'", [], |row| row.get(0))
+        .query_row(
+            "SELECT value FROM meta WHERE name = 'vector_seq'",
+            [],
+            |row| row.get(0),
+        )
         .expect("vector_seq");
     let count = ledger
         .query_row("SELECT count(*) FROM vectors", [], |row| row.get(0))
@@ -67,7 +71,7 @@ fn damage_one_vector(store: &Path) {
     let ledger = rusqlite::Connection::open(store.join("ledger.sqlite")).expect("open ledger");
     let changed = ledger
         .execute(
-            "UPDATE vectors SET vector = x'00000000' WHERE rowid = (SELECT min(rowid) FROM vectors)",
+            "UPDATE vectors SET vector = x'00000000' WHERE chunk_id = (SELECT min(chunk_id) FROM vectors)",
             [],
         )
         .expect("damage a vector");
@@ -119,7 +123,10 @@ fn commands_on_a_replica_never_move_its_vector_position() {
         String::from_utf8_lossy(&refused.stderr)
     );
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("--ledger"), "the refusal says what to pass: {stderr}");
+    assert!(
+        stderr.contains("--ledger"),
+        "the refusal says what to pass: {stderr}"
+    );
     assert_eq!(replica_vectors(&reader), (shared_seq, shared_count));
 
     // The next page of shared vectors reaches the replica: nothing was skipped.
@@ -129,7 +136,10 @@ fn commands_on_a_replica_never_move_its_vector_position() {
     );
     json(&writer, Some(&schema), &ingest);
     let (seq_after, count_after) = shared_vectors(&schema);
-    assert!(count_after > shared_count, "the writer embedded the new passage");
+    assert!(
+        count_after > shared_count,
+        "the writer embedded the new passage"
+    );
     json(&reader, Some(&schema), &["sync", "--json"]);
     assert_eq!(replica_vectors(&reader), (seq_after, count_after));
 }

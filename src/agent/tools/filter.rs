@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 
+use crate::agent::tools::{ArgumentError, FieldType, check_types, shown};
 use crate::error::Result;
 use crate::ledger::{ChunkFilter, Ledger, path_glob};
-use crate::agent::tools::{ArgumentError, FieldType, check_types, shown};
 
 /// At most this many tags, or fields, in one filter.
 pub const MAX_FILTER_TERMS: usize = 32;

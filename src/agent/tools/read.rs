@@ -13,12 +13,12 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::agent::cursor::{Cursor, CursorKey};
+use crate::agent::tools::filter::{self, normalise_path};
+use crate::agent::tools::{ArgumentError, FieldType, ToolAnswer, ToolError, check_types, shown};
 use crate::error::Result;
 use crate::ids::{ChunkId, Generation};
 use crate::ledger::{ChunkFilter, DocumentEntry, Ledger, Passage};
 use crate::store::StoreReader;
-use crate::agent::tools::filter::{self, normalise_path};
-use crate::agent::tools::{ArgumentError, FieldType, ToolAnswer, ToolError, check_types, shown};
 
 /// Characters of passage text in one answer when `max_chars` is not given.
 pub const DEFAULT_MAX_CHARS: usize = 20_000;

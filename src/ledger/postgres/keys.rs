@@ -10,10 +10,10 @@
 use crate::clock;
 use crate::crash::crash_point;
 use crate::error::Result;
+use crate::ledger::postgres::{Budget, PgError, PgLedger};
 use crate::ledger::{
     AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow,
 };
-use crate::ledger::postgres::{Budget, PgError, PgLedger};
 
 /// What a shared `record_call` adds to the call: how long its key lives and which host answered.
 #[derive(Clone, Copy, Debug)]

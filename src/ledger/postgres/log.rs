@@ -16,14 +16,14 @@ use tokio_postgres::types::ToSql;
 use crate::crash::crash_point;
 use crate::error::{Error, Result};
 use crate::ids::{ChunkId, Generation};
-use crate::ledger::{
-    ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, ReplicaState, RunRow, SourceRow,
-    VectorChanges,
-};
 use crate::ledger::postgres::meta::{
     META_COLUMNS, SharedMeta, chunk_id, doc_hash, fence, meta_of, read_meta,
 };
 use crate::ledger::postgres::{Budget, PgError, PgLedger};
+use crate::ledger::{
+    ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, ReplicaState, RunRow, SourceRow,
+    VectorChanges,
+};
 
 /// What a mirror at some position gets from `pull`.
 #[derive(Clone, Debug)]

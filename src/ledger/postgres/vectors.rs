@@ -6,9 +6,9 @@
 
 use crate::error::Result;
 use crate::ids::ChunkId;
-use crate::ledger::{ModelRecord, VectorChanges, VectorRow};
 use crate::ledger::postgres::meta::{chunk_id, fence};
 use crate::ledger::postgres::{Budget, PgError, PgLedger};
+use crate::ledger::{ModelRecord, VectorChanges, VectorRow};
 
 type Tx<'a> = deadpool_postgres::Transaction<'a>;
 

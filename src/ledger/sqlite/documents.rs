@@ -8,16 +8,10 @@ use std::collections::{BTreeMap, HashSet};
 use globset::GlobMatcher;
 use rusqlite::params_from_iter;
 
+use super::{Ledger, chunk_id_column, decode_fields, decode_heading, doc_hash_column, sql_error};
 use crate::error::{Error, Result};
 use crate::ids::{DocHash, Generation};
-use super::{
-    Ledger, chunk_id_column, decode_fields, decode_heading, doc_hash_column, sql_error,
-};
-use crate::ledger::{ChunkFilter, DocumentEntry, Listing, Passage, path_glob
-};
-
-
-
+use crate::ledger::{ChunkFilter, DocumentEntry, Listing, Passage, path_glob};
 
 /// What a filter checks in Rust rather than SQL: the glob, and field values and title words,
 /// whose case is folded for all of Unicode (SQLite's `lower` folds ASCII alone).
@@ -95,7 +89,6 @@ fn conditions(filter: &ChunkFilter) -> (String, Vec<String>) {
     }
     (sql, args)
 }
-
 
 impl Ledger {
     /// The short keys (`ChunkId::short`) of the chunks that pass `filter`.

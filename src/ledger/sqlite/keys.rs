@@ -7,10 +7,12 @@
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
+use super::{Ledger, sql_error};
 use crate::crash::crash_point;
 use crate::error::Result;
-use super::{Ledger, sql_error};
-use crate::ledger::{AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow};
+use crate::ledger::{
+    AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow,
+};
 
 impl Ledger {
     /// Sets how long a write waits for SQLite's lock before failing with `Error::Busy`.

@@ -29,7 +29,6 @@ use crate::error::{Error, Result};
 use crate::ids::{ChunkId, DocHash, Generation};
 use crate::walk::FileStat;
 
-
 use schema::SCHEMA_VERSION;
 
 /// The SQLite ledger.

@@ -12,8 +12,8 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
 
-use crate::error::Result;
 use super::Ledger;
+use crate::error::Result;
 use crate::ledger::Access;
 
 /// Read-only connections to one ledger.
@@ -116,9 +116,9 @@ impl Drop for PooledLedger<'_> {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use super::LedgerPool;
     use super::Ledger;
-use crate::ledger::Access;
+    use super::LedgerPool;
+    use crate::ledger::Access;
 
     #[test]
     fn never_more_than_max_connections_are_out() {

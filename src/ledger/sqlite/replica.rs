@@ -20,9 +20,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rusqlite::{OptionalExtension, Transaction, params};
 
+use super::{Ledger, chunk_id_column, doc_hash_column, sql_error};
 use crate::error::Result;
 use crate::ids::{ChunkId, DocHash, Generation};
-use super::{Ledger, chunk_id_column, doc_hash_column, sql_error};
 use crate::ledger::{
     ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, MirrorBinding, ModelRecord,
     ReplicaState, RunRow, SourceRow, VectorChanges,

@@ -6,8 +6,8 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use crate::error::{Error, Result};
 use super::sql_error;
+use crate::error::{Error, Result};
 
 /// The schema version this build reads and writes.
 pub const SCHEMA_VERSION: i64 = 10;

@@ -9,11 +9,11 @@
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::{Ledger, chunk_id_column, decode_heading, sql_error};
-use crate::ledger::{ModelRow, StoredChunk, VectorCoverage, VectorGc, encode_vector};
 use crate::crash::crash_point;
 use crate::embed::Fingerprint;
 use crate::error::{Error, Result};
 use crate::ids::{ChunkId, Generation};
+use crate::ledger::{ModelRow, StoredChunk, VectorCoverage, VectorGc, encode_vector};
 
 fn fingerprint_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Fingerprint> {
     let bytes: Vec<u8> = row.get(index)?;
@@ -435,10 +435,10 @@ impl Ledger {
 
 #[cfg(test)]
 mod tests {
+    use super::Ledger;
     use crate::embed::Fingerprint;
     use crate::error::Error;
-    use super::Ledger;
-use crate::ledger::Access;
+    use crate::ledger::Access;
 
     #[test]
     fn a_model_recorded_with_other_dimensions_is_refused_by_name() {

@@ -1,0 +1,302 @@
+//! A store whose ledger is a replica of the shared (PostgreSQL) ledger: opening one for writing
+//! (the lease, then the replica brought to the shared ledger), one sync step of a serving host
+//! (`sync_replica`), and collecting the shared ledger.
+//!
+//! Every host's `--store` is an ordinary store whose `ledger.sqlite` is a replica: its index and
+//! vector index are projections of the replica by the same protocol as a store of its own.
+//! A writer takes the lease, brings its replica to the shared ledger, and then publishes each
+//! batch to the shared ledger before its replica commits it (`Publisher`): the replica commits
+//! only what the shared ledger holds, and holds no SQLite write transaction while it waits on
+//! PostgreSQL. A host that only serves pulls what others published, after its position, or a
+//! whole snapshot when the log no longer reaches back to it.
+//!
+//! A replica copies one shared ledger (its `ledger_id`): another one (a mistyped `--ledger` or
+//! `--ledger-schema`) is refused, leaving the replica untouched, unless the sync is told to
+//! rebind (`OtherLedger::Rebind`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::ids::Generation;
+use crate::ledger::postgres::{PgLedger, Pulled};
+use crate::ledger::{Ledger, MirrorBinding};
+use crate::store::publisher::{Lease, Publisher, hostname};
+use crate::store::{CatchUp, LockWait, Store, StoreConfig, Then};
+
+/// What bringing a mirror to the shared ledger did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MirrorSync {
+    /// The mirror was at the shared ledger's position.
+    InStep,
+    /// The changes after its position were applied.
+    Pulled,
+    /// It was made again from a snapshot (new, behind the log, or another ledger's).
+    Bootstrapped,
+}
+
+/// What bringing a mirror to the shared ledger does when the mirror copies another one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OtherLedger {
+    /// Refuses, leaving the mirror as it is: a mistyped `--ledger-schema` names a new, empty
+    /// ledger, and copying it would empty the replica.
+    Refuse,
+    /// Makes the store a mirror of the given ledger, its content replaced by a copy of it.
+    Rebind,
+}
+
+/// What one sync step of a replica did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SyncReport {
+    pub mirror: MirrorSync,
+    /// The shared ledger's generation the replica's index now holds.
+    pub generation: u64,
+    /// The shared log position the mirror holds.
+    pub log_seq: u64,
+}
+
+/// Where a writer writes when the ledger is shared: the ledger, and how long its lease lasts.
+#[derive(Clone, Debug)]
+pub struct SharedWriting {
+    pub ledger: PgLedger,
+    pub lease_ttl: Duration,
+}
+
+impl Store {
+    /// Opens the store at `dir` for writing, the one way to: as a store of its own, or as a
+    /// writer's replica of `shared` (the local lock, then the shared ledger's lease, the replica
+    /// brought to the shared ledger and the index to the replica; every write then reaches the
+    /// shared ledger first). A replica without its shared ledger is refused: its ledger must
+    /// stay the shared one's copy.
+    pub fn open_writer(
+        dir: &Path,
+        wait: LockWait,
+        config: StoreConfig,
+        shared: Option<&SharedWriting>,
+    ) -> Result<(Store, CatchUp)> {
+        let Some(shared) = shared else {
+            let opened = Store::open_at(dir, wait, Then::CatchUp, config)
+                .map_err(|err| err.in_store(dir))?;
+            if opened.0.publisher.is_replica() {
+                return Err(Error::Usage(format!(
+                    "the store at {} is a mirror of a shared ledger; writing it without the shared ledger would make the mirror disagree with it\nhint: pass the same --ledger postgres://… (or use a store of its own)",
+                    dir.display()
+                )));
+            }
+            return Ok(opened);
+        };
+        let (mut store, _) =
+            Store::open_at(dir, wait, Then::Nothing, config).map_err(|err| err.in_store(dir))?;
+        require_mirror(&store.ledger, dir, &shared.ledger)?;
+        let lease = Lease::take(&shared.ledger, wait, shared.lease_ttl)?;
+        let synced = sync_mirror(&mut store, &shared.ledger, OtherLedger::Refuse)?;
+        store.publisher = Publisher::Shared {
+            ledger: shared.ledger.clone(),
+            lease,
+        };
+        let caught_up = match synced {
+            MirrorSync::Bootstrapped => {
+                let from = store.index_generation;
+                let to = store.rebuild()?;
+                CatchUp::Rebuilt { from, to }
+            }
+            _ => store.catch_up()?,
+        };
+        store.sync_vectors()?;
+        store.publisher.report_progress(&store.ledger, dir)?;
+        Ok((store, caught_up))
+    }
+
+    /// Opens the store at `dir` for writing and makes its index again from its ledger
+    /// (`rebuild`), without replaying the log first: a rebuild must heal an index that a replay
+    /// cannot write to. A replica is rebuilt from its own copy of the shared ledger, which
+    /// the rebuild never writes. Returns the generation the new index holds.
+    pub fn open_writer_to_rebuild(
+        dir: &Path,
+        wait: LockWait,
+        config: StoreConfig,
+    ) -> Result<(Store, Generation)> {
+        let (mut store, opened) =
+            Store::open_at(dir, wait, Then::Rebuild, config).map_err(|err| err.in_store(dir))?;
+        let generation = match opened {
+            CatchUp::Replaced { to } => to,
+            _ => store.rebuild()?,
+        };
+        Ok((store, generation))
+    }
+}
+
+/// Refuses a store that holds a ledger of its own (it would be overwritten by the mirror).
+fn require_mirror(ledger: &Ledger, dir: &Path, shared: &PgLedger) -> Result<()> {
+    if ledger.replica_state()?.is_none() && !ledger.is_empty()? {
+        return Err(Error::Usage(format!(
+            "the store at {} holds a ledger of its own, not a mirror of {}; it is left untouched\nhint: pass a --store folder for the shared ledger's mirror (a new one is fine)",
+            dir.display(),
+            shared.describe()
+        )));
+    }
+    Ok(())
+}
+
+/// Brings the store's mirror to the shared ledger's position: the changes after its own, or a
+/// snapshot. A mirror of another shared ledger is refused unless `other` says to rebind. The
+/// index is not touched here.
+fn sync_mirror(store: &mut Store, shared: &PgLedger, other: OtherLedger) -> Result<MirrorSync> {
+    let mirror = store.ledger.replica_state()?;
+    let pulled = shared.pull(mirror.as_ref())?;
+    if let (Some(mirror), Pulled::Behind(meta)) = (&mirror, &pulled)
+        && mirror.ledger_id != meta.ledger_id
+        && other == OtherLedger::Refuse
+    {
+        return Err(another_ledger(store, shared, &mirror.ledger_id)?);
+    }
+    let synced = apply_pulled(store, shared, pulled)?;
+    let binding = MirrorBinding {
+        url: shared.shown_url().to_string(),
+        schema: shared.schema().to_string(),
+    };
+    if store.ledger.mirror_binding()?.as_ref() != Some(&binding) {
+        store.ledger.set_mirror_binding(&binding)?;
+    }
+    Ok(synced)
+}
+
+/// The refusal of a mirror of another shared ledger, naming both.
+fn another_ledger(store: &Store, shared: &PgLedger, mirrored_id: &str) -> Result<Error> {
+    let mirrored = match store.ledger.mirror_binding()? {
+        Some(binding) => format!(
+            "{} (schema {}, ledger {mirrored_id})",
+            binding.url, binding.schema
+        ),
+        None => format!("ledger {mirrored_id}"),
+    };
+    Ok(Error::Usage(format!(
+        "the store at {} is a mirror of another shared ledger, {mirrored}, not of {}; it is left untouched\nhint: check --ledger and --ledger-schema; to make the store a mirror of {} instead (its content replaced by a copy of that ledger), run `groundidx --ledger … --ledger-schema {} sync --rebind`",
+        store.paths.dir.display(),
+        shared.describe(),
+        shared.describe(),
+        shared.schema()
+    )))
+}
+
+/// Applies what `pull` found: nothing, the changes after the mirror's position, or a snapshot.
+fn apply_pulled(store: &mut Store, shared: &PgLedger, pulled: Pulled) -> Result<MirrorSync> {
+    match pulled {
+        Pulled::UpToDate(_) => Ok(MirrorSync::InStep),
+        Pulled::Changes {
+            changes,
+            vectors,
+            state,
+            last_run,
+        } => {
+            crate::crash::crash_point("replica.after_fetch");
+            store
+                .ledger
+                .apply_changes(&changes, &vectors, &state, last_run.as_ref())?;
+            crate::crash::crash_point("replica.after_mirror_commit");
+            Ok(MirrorSync::Pulled)
+        }
+        Pulled::Behind(_) => {
+            let (snapshot, vectors, state, last_run) = shared.snapshot()?;
+            store
+                .ledger
+                .replace_with(&snapshot, &vectors, &state, last_run.as_ref())?;
+            crate::crash::crash_point("bootstrap.after_commit");
+            Ok(MirrorSync::Bootstrapped)
+        }
+    }
+}
+
+/// One sync step of a host's replica at `dir`: the mirror to the shared ledger, the index to
+/// the mirror, committed, and the host's progress recorded in the shared ledger.
+pub fn sync_replica(
+    dir: &Path,
+    wait: LockWait,
+    config: StoreConfig,
+    shared: &PgLedger,
+    other: OtherLedger,
+) -> Result<SyncReport> {
+    let (mut store, _) =
+        Store::open_at(dir, wait, Then::Nothing, config).map_err(|err| err.in_store(dir))?;
+    require_mirror(&store.ledger, dir, shared)?;
+    let synced = sync_mirror(&mut store, shared, other)?;
+    match synced {
+        MirrorSync::Bootstrapped => {
+            store.rebuild()?;
+        }
+        _ => {
+            store.catch_up()?;
+        }
+    }
+    store.sync_vectors()?;
+    let state = store
+        .ledger
+        .replica_state()?
+        .ok_or_else(|| Error::Inconsistent("a synced mirror has no replica state".into()))?;
+    let generation: Generation = store.ledger.generation()?;
+    forward_spool(&mut store.ledger, shared)?;
+    store.close()?;
+    crate::crash::crash_point("replica.before_progress");
+    shared.report_progress(
+        &host_id(dir)?,
+        &hostname(),
+        &dir.display().to_string(),
+        &state,
+        generation,
+    )?;
+    Ok(SyncReport {
+        mirror: synced,
+        generation: generation.0,
+        log_seq: state.log_seq,
+    })
+}
+
+/// Removes the vectors of the embedding models search used before the active one from the
+/// shared ledger, under the writer lease (taken as `wait` says): no writer embeds, activates a
+/// model or publishes vectors meanwhile. Every mirror follows at its next sync. Returns how many
+/// vectors went.
+pub fn gc_shared_vectors(shared: &PgLedger, wait: LockWait, lease_ttl: Duration) -> Result<u64> {
+    let lease = Lease::take(shared, wait, lease_ttl)?;
+    let removed = shared.remove_replaced_models(lease.epoch())?;
+    lease.check()?;
+    Ok(removed)
+}
+
+/// Forwards the calls this host answered while the shared ledger was away, then removes them
+/// from the spool. A kill between the two forwards them again, and their `(scope, key)` keeps
+/// one row each.
+fn forward_spool(mirror: &mut Ledger, shared: &PgLedger) -> Result<()> {
+    let served_by = format!("{}/spool", hostname());
+    loop {
+        let calls = mirror.spooled_calls(1_000)?;
+        if calls.is_empty() {
+            return Ok(());
+        }
+        shared.forward_calls(&calls, &served_by)?;
+        crate::crash::crash_point("spool.after_forward");
+        mirror.remove_spooled(&calls)?;
+        tracing::info!(
+            calls = calls.len(),
+            "forwarded calls answered while the shared ledger was away"
+        );
+    }
+}
+
+/// This store's ID as a consumer of the shared log: a UUID kept in `<store>/host.id`.
+pub(crate) fn host_id(dir: &Path) -> Result<String> {
+    let path = dir.join("host.id");
+    if let Ok(text) = std::fs::read_to_string(&path)
+        && uuid::Uuid::parse_str(text.trim()).is_ok()
+    {
+        return Ok(text.trim().to_string());
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    let partial = dir.join("host.id.partial");
+    std::fs::write(&partial, format!("{id}\n"))
+        .and_then(|()| std::fs::rename(&partial, &path))
+        .map_err(|err| Error::io(format!("write {}", path.display()), err))?;
+    Ok(id)
+}
