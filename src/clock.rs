@@ -55,18 +55,6 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (year, month, day)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::rfc3339;
-
-    #[test]
-    fn formats_utc() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(rfc3339(1_796_098_145_000), "2026-12-01T04:09:05.000Z");
-    }
-}
-
 /// What a duration looks like, for error messages.
 pub const DURATION_FORMS: &str = "a duration such as 90s, 1h30m or 7d";
 
@@ -85,4 +73,16 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     }
     humantime::parse_duration(text)
         .map_err(|err| format!("{text:?} is not {DURATION_FORMS} ({err})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+
+    #[test]
+    fn formats_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339(1_796_098_145_000), "2026-12-01T04:09:05.000Z");
+    }
 }
