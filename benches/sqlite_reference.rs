@@ -138,7 +138,7 @@ impl Keyed {
             ..AgentConfig::default()
         };
         Keyed {
-            agent: Agent::open(store, config).expect("open agent"),
+            agent: Agent::open(store, config, None).expect("open agent"),
             run: format!("bench-{}-{}", std::process::id(), now_ms()),
             n: 0,
             queries: QUERIES.iter().map(|q| q.to_string()).collect(),

@@ -15,8 +15,13 @@ static FAKE_NOW: OnceLock<Option<i64>> = OnceLock::new();
 
 /// Milliseconds since the epoch, or the frozen time `GROUNDIDX_FAKE_NOW_MS` gives.
 pub fn now_ms() -> i64 {
-    let fake = FAKE_NOW.get_or_init(|| std::env::var(FAKE_NOW_ENV).ok()?.trim().parse().ok());
-    fake.unwrap_or_else(|| now_ns() / 1_000_000)
+    fake_now_ms().unwrap_or_else(|| now_ns() / 1_000_000)
+}
+
+/// The frozen time `GROUNDIDX_FAKE_NOW_MS` gives, read once; `None` when unset (always, outside
+/// the tests). The shared ledger freezes the database's clock at it too.
+pub fn fake_now_ms() -> Option<i64> {
+    *FAKE_NOW.get_or_init(|| std::env::var(FAKE_NOW_ENV).ok()?.trim().parse().ok())
 }
 
 /// Nanoseconds since the epoch.
@@ -53,6 +58,13 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     (year, month, day)
+}
+
+/// The start (ms) of the `window_secs`-second window that holds `now_ms`: windows are aligned
+/// to the epoch, so every host and both ledgers count a quota in the same windows.
+pub fn window_start(now_ms: i64, window_secs: u64) -> i64 {
+    let window_ms = (window_secs as i64).max(1) * 1000;
+    now_ms - now_ms.rem_euclid(window_ms)
 }
 
 /// What a duration looks like, for error messages.

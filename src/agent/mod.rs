@@ -9,6 +9,7 @@
 
 mod canonical;
 pub mod cursor;
+pub mod recorder;
 pub mod tools;
 
 use std::path::Path;
@@ -21,9 +22,10 @@ use self::tools::{ArgumentError, ToolAnswer, ToolRequest};
 use crate::agent::cursor::CursorKey;
 use crate::error::{Error, Result};
 use crate::ids;
-use crate::ledger::postgres::{PgLedger, SharedCall};
-use crate::ledger::{Access, KeyLookup, KeyRecord, Ledger, LedgerPool, NewCall, RecordOutcome};
+use crate::ledger::postgres::PgLedger;
+use crate::ledger::{Access, KeyLookup, KeyRecord, Ledger, NewCall, RecordOutcome};
 use crate::store::{StorePaths, StoreReader};
+use recorder::{LocalCalls, Recorded, Recorder, SharedCalls};
 
 pub use canonical::canonical_json;
 
@@ -320,10 +322,9 @@ pub struct Agent {
     /// `None` while the index cannot be opened; calls answer `unavailable` and every reload
     /// tries again, so a server outlives a broken or missing index.
     reader: RwLock<Option<Arc<StoreReader>>>,
-    reads: LedgerPool,
-    /// `None` when the store is on a read-only mount: nothing can be recorded there, so calls
-    /// are answered unrecorded (`CallResponse::read_only`) and new caller-keyed calls refused.
-    ledger: Option<Mutex<Ledger>>,
+    /// Where calls are recorded: the store's own ledger (on a read-only mount nowhere: calls
+    /// are answered unrecorded and new caller-keyed calls refused), or the shared ledger.
+    recorder: Recorder,
     cursor_key: CursorKey,
     config: AgentConfig,
     /// The model that embeds queries, given to every reader opened; replaced when the store's
@@ -336,15 +337,7 @@ pub struct Agent {
     configured_model: Option<crate::embed::ModelConfig>,
     /// The model of the vector index last checked against the query model, and when.
     model_check: Mutex<Option<(crate::embed::Fingerprint, std::time::Instant)>>,
-    /// The shared ledger that records keyed calls for every host, and this host's name in its
-    /// audit rows; `None`: the store's own ledger records them.
-    shared: Option<(PgLedger, String)>,
-    /// Since when (ms) and why the shared ledger could not be reached, while it cannot.
-    unreachable: Mutex<Option<(i64, String)>>,
 }
-
-/// The most read-only connections the agent path opens for lookups and quotas.
-const READ_CONNECTIONS: usize = 16;
 
 /// How often a server checks again that its query model is the store's active one, when the
 /// vector index did not change (a remote model is probed again then: see
@@ -368,104 +361,77 @@ pub fn validate_key(key: &str) -> Result<(), CallError> {
 }
 
 impl Agent {
-    /// Opens the agent path on an existing store.
-    pub fn open(store_dir: &Path, config: AgentConfig) -> Result<Agent> {
+    /// Opens the agent path on an existing store, recording calls in the store's own ledger,
+    /// or in `shared` (the shared ledger, and this host's name in its audit rows) when given:
+    /// one key, one audit row, one unit and one rate limit across every host.
+    pub fn open(
+        store_dir: &Path,
+        config: AgentConfig,
+        shared: Option<(PgLedger, String)>,
+    ) -> Result<Agent> {
         if config.ttl_ms < MIN_TTL_MS {
             return Err(Error::Usage(format!(
                 "key TTL of {} s is below the 24 h floor: a retry a day later must still be recognised\nhint: use --key-ttl 24h or more (default 7d)",
                 config.ttl_ms / 1000
             )));
         }
-        let ledger_path = StorePaths::new(store_dir).ledger();
-        if !ledger_path.exists() {
-            return Err(Error::NoStore {
-                path: store_dir.to_path_buf(),
-            });
-        }
-        let ledger = if crate::ledger::on_read_only_mount(&ledger_path) {
+        let local = LocalCalls::open(store_dir, Duration::from_millis(config.busy_timeout_ms))?;
+        if !local.writable() {
             tracing::warn!(
                 store = %store_dir.display(),
                 rate_limit = %format!("{}/{}s", config.rate_limit.units, config.rate_limit.window_secs),
                 "the store is on a read-only file system: calls are answered without being recorded (no audit rows, usage units or idempotency keys), the rate limit is not enforced (it counts recorded units), and calls with a new idempotency key are refused"
             );
-            None
-        } else {
-            let ledger = Ledger::open(&ledger_path, Access::ReadWrite)?;
-            ledger.set_busy_timeout(Duration::from_millis(config.busy_timeout_ms))?;
-            Some(Mutex::new(ledger))
+        }
+        let recorder = match shared {
+            None => Recorder::Local(local),
+            Some((ledger, served_by)) => Recorder::Shared {
+                shared: SharedCalls::new(ledger, served_by, config.ttl_ms),
+                spool: local,
+                away: Mutex::new(None),
+            },
         };
-        let reads = LedgerPool::open(&ledger_path, READ_CONNECTIONS)?;
         Ok(Agent {
             store_dir: store_dir.to_path_buf(),
             reader: RwLock::new(StoreReader::open(store_dir).ok().map(Arc::new)),
-            reads,
-            ledger,
+            recorder,
             cursor_key: CursorKey::of_store(store_dir),
             config,
             query_model: RwLock::new(None),
             model_problem: RwLock::new(None),
             configured_model: None,
             model_check: Mutex::new(None),
-            shared: None,
-            unreachable: Mutex::new(None),
         })
-    }
-
-    /// Records keys, audit and usage in the shared ledger instead of the store's (which is then
-    /// a mirror of it): one key, one audit row, one unit and one rate limit across every host.
-    /// `served_by` names this host in the audit rows.
-    pub fn with_shared_ledger(mut self, shared: PgLedger, served_by: String) -> Agent {
-        self.shared = Some((shared, served_by));
-        self
     }
 
     /// Whether the shared ledger answered the last time it was asked: `Err` says since when
     /// (ms) and why not. Always `Ok` without a shared ledger.
     pub fn ledger_reachable(&self) -> std::result::Result<(), (i64, String)> {
-        match &*self.unreachable.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some(problem) => Err(problem.clone()),
-            None => Ok(()),
-        }
+        self.recorder.reachable()
     }
 
     /// Records whether the shared ledger answered (a sync step, or a call): while it does not,
     /// caller-keyed calls are refused at once and unkeyed ones answered from the replica and
     /// spooled.
     pub fn note_ledger(&self, outcome: std::result::Result<(), &Error>) {
-        let mut state = self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
-        match outcome {
-            Ok(()) => *state = None,
-            Err(err) if is_unreachable(err) => {
-                if state.is_none() {
-                    tracing::warn!(error = %err, "the shared ledger cannot be reached: read-only until it answers");
-                    *state = Some((crate::clock::now_ms(), err.to_string()));
-                }
-            }
-            Err(_) => {}
-        }
+        self.recorder.note(outcome);
     }
 
     /// With a shared ledger: whether it answers, and how many calls wait in this host's spool
-    /// (`None` when the mirror cannot be read); `None` without one.
+    /// (`None` when the replica cannot be read); `None` without one.
     pub fn shared_state(&self) -> Option<(bool, Option<u64>)> {
-        self.shared.as_ref()?;
+        if !self.recorder.is_shared() {
+            return None;
+        }
         let spooled = self
-            .reads
+            .recorder
+            .local()
+            .reads()
             .get()
             .and_then(|ledger| ledger.counts())
             .ok()
             .map(|counts| counts.audit_events);
         Some((self.ledger_reachable().is_ok(), spooled))
-    }
-
-    /// The error a caller-keyed call gets while the shared ledger cannot be reached.
-    fn refuse_unrecordable(&self) -> Result<(), CallError> {
-        match self.ledger_reachable() {
-            Ok(()) => Ok(()),
-            Err((_, why)) => Err(CallError::Unavailable(format!(
-                "the shared ledger cannot be reached, so this call could not be recorded ({why}); retry with the same key"
-            ))),
-        }
     }
 
     /// Sets the model that embeds queries, for this reader and every one opened later.
@@ -616,8 +582,8 @@ impl Agent {
     }
 
     /// The ledger's record of the models, for loading the one that embeds queries.
-    pub fn read_ledger<T>(&self, f: impl FnOnce(&Ledger) -> Result<T>) -> Result<T> {
-        let ledger = self.reads.get()?;
+    fn read_ledger<T>(&self, f: impl FnOnce(&Ledger) -> Result<T>) -> Result<T> {
+        let ledger = self.recorder.local().reads().get()?;
         f(&ledger)
     }
 
@@ -673,7 +639,7 @@ impl Agent {
 
     /// When the last ingest finished, in ms since the epoch.
     pub fn last_ingest_ms(&self) -> Result<Option<i64>> {
-        self.reads.get()?.last_ingest_ms()
+        self.read_ledger(|ledger| ledger.last_ingest_ms())
     }
 
     /// Handles one call at time `now_ms`.
@@ -707,21 +673,13 @@ impl Agent {
         // the quota.
         let mut late = false;
         if key_source == KeySource::Caller {
-            let lookup = match &self.shared {
-                Some((shared, _)) => {
-                    self.refuse_unrecordable()?;
-                    let found = shared.lookup_key(&call.scope, &key);
-                    self.note_ledger(found.as_ref().map(|_| ()));
-                    found.map_err(unavailable)?
-                }
-                None => self.with_reads(|ledger| ledger.lookup_key(&call.scope, &key))?,
-            };
+            let lookup = self.recorder.lookup(&call.scope, &key)?;
             match self.settle(lookup, &fingerprint, &key)? {
                 Settled::Answer(response) => return Ok(response),
                 Settled::Late => late = true,
                 // A retry with this key must get this call's answer, which only a record
                 // can give.
-                Settled::Execute if self.ledger.is_none() => {
+                Settled::Execute if !self.recorder.records_new_keys() => {
                     return Err(CallError::Unavailable(format!(
                         "the store at {} is on a read-only file system, so a call with a new idempotency key cannot be recorded; call without a key to search it unrecorded",
                         self.store_dir.display()
@@ -745,7 +703,7 @@ impl Agent {
         }
 
         let limit = self.config.rate_limit;
-        let window_start = window_start(now_ms, limit.window_secs);
+        let window_start = crate::clock::window_start(now_ms, limit.window_secs);
         let new_call = NewCall {
             scope: &call.scope,
             key: &key,
@@ -764,54 +722,20 @@ impl Agent {
             window_secs: limit.window_secs,
             quota: limit.units,
         };
-        let mut read_only = false;
-        let (outcome, now_ms) = match &self.shared {
-            // An unkeyed call while the shared ledger is away: answered from the replica, its
-            // rows spooled in this host's mirror (and limited by this host's count meanwhile).
-            Some(_) if key_source == KeySource::Server && self.ledger_reachable().is_err() => {
-                read_only = true;
-                (
-                    self.with_writes(|ledger| ledger.record_call(&new_call, cancelled))?,
-                    now_ms,
-                )
+        // A store on a read-only mount: an unkeyed call is answered, recorded nowhere.
+        let Some(Recorded {
+            outcome,
+            now_ms,
+            read_only,
+        }) = self.recorder.record(&new_call, key_source, cancelled)?
+        else {
+            if cancelled() {
+                return Err(CallError::Cancelled);
             }
-            // The database's clock decides the window and the expiry.
-            Some((shared, served_by)) => {
-                let recorded = shared.record_call(
-                    &new_call,
-                    SharedCall {
-                        ttl_ms: self.config.ttl_ms,
-                        served_by,
-                    },
-                    cancelled,
-                );
-                self.note_ledger(recorded.as_ref().map(|_| ()));
-                match recorded {
-                    Ok(recorded) => recorded,
-                    Err(err) if key_source == KeySource::Server && is_unreachable(&err) => {
-                        read_only = true;
-                        (
-                            self.with_writes(|ledger| ledger.record_call(&new_call, cancelled))?,
-                            now_ms,
-                        )
-                    }
-                    Err(err) => return Err(unavailable(err)),
-                }
-            }
-            // A store on a read-only mount: an unkeyed call is answered, recorded nowhere.
-            None if self.ledger.is_none() => {
-                if cancelled() {
-                    return Err(CallError::Cancelled);
-                }
-                return Ok(CallResponse {
-                    read_only: true,
-                    ..fresh(answer, Replayed::No, key, key_source)
-                });
-            }
-            None => (
-                self.with_writes(|ledger| ledger.record_call(&new_call, cancelled))?,
-                now_ms,
-            ),
+            return Ok(CallResponse {
+                read_only: true,
+                ..fresh(answer, Replayed::No, key, key_source)
+            });
         };
         match outcome {
             RecordOutcome::Recorded => Ok(CallResponse {
@@ -904,41 +828,13 @@ impl Agent {
     /// The scope's quota at `now_ms`.
     pub fn quota(&self, scope: &str, now_ms: i64) -> Result<QuotaState, CallError> {
         let limit = self.config.rate_limit;
-        let (used, now_ms) = match &self.shared {
-            Some((shared, _)) if self.ledger_reachable().is_ok() => shared
-                .units_used(scope, limit.window_secs)
-                .map_err(unavailable)?,
-            _ => (
-                self.with_reads(|ledger| {
-                    ledger.units_used(scope, window_start(now_ms, limit.window_secs))
-                })?,
-                now_ms,
-            ),
-        };
+        let (used, now_ms) = self.recorder.units_used(scope, limit.window_secs, now_ms)?;
         Ok(QuotaState {
             limit: limit.units,
             window_secs: limit.window_secs,
             remaining: limit.units.saturating_sub(used),
             reset_seconds: seconds_to_reset(now_ms, limit.window_secs),
         })
-    }
-
-    /// Runs a read on a connection of its own, beside any other call.
-    fn with_reads<T>(&self, f: impl FnOnce(&Ledger) -> Result<T>) -> Result<T, CallError> {
-        let ledger = self.reads.get().map_err(unavailable)?;
-        f(&ledger).map_err(unavailable)
-    }
-
-    /// Runs a write on the one write connection.
-    fn with_writes<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T, CallError> {
-        let Some(ledger) = &self.ledger else {
-            return Err(CallError::Unavailable(format!(
-                "the store at {} is on a read-only file system, so this call cannot be recorded",
-                self.store_dir.display()
-            )));
-        };
-        let mut ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut ledger).map_err(unavailable)
     }
 
     fn settle(
@@ -1034,47 +930,37 @@ fn unavailable(err: Error) -> CallError {
     }
 }
 
-fn window_start(now_ms: i64, window_secs: u64) -> i64 {
-    let window_ms = (window_secs as i64).max(1) * 1000;
-    now_ms - now_ms.rem_euclid(window_ms)
-}
-
 fn seconds_to_reset(now_ms: i64, window_secs: u64) -> u64 {
     let window_ms = (window_secs as i64).max(1) * 1000;
-    let end = window_start(now_ms, window_secs) + window_ms;
+    let end = crate::clock::window_start(now_ms, window_secs) + window_ms;
     ((end - now_ms + 999) / 1000).max(1) as u64
 }
 
-/// Deletes idempotency key records that expired before `now_ms`, and nothing else.
+/// Deletes the idempotency key records of the store's own ledger that expired before `now_ms`,
+/// and nothing else (a replica is refused: `LocalCalls::prune_keys`).
 pub fn gc(store_dir: &Path, now_ms: i64) -> Result<u64> {
-    open_for_gc(store_dir)?.prune_keys(now_ms)
+    recorder::call_ledger(store_dir, None)?.prune_keys(now_ms)
 }
 
 /// Deletes the vectors of the models search used before the active one, and those of chunks
-/// the ledger no longer holds. Like key gc it takes no writer lock: the vector index holds
-/// neither kind, so nothing a reader or writer uses goes away.
+/// the ledger no longer holds. It takes no writer lock: the vector index holds neither kind, so
+/// nothing a reader or writer uses goes away. A replica is refused: what it holds is the shared
+/// ledger's, and rows removed here alone (behind the replica's position) would never come back.
 pub fn gc_vectors(store_dir: &Path) -> Result<crate::ledger::VectorGc> {
-    open_for_gc(store_dir)?.gc_vectors()
-}
-
-/// The store's own ledger, for gc; a mirror of a shared ledger is refused: what it holds is
-/// the shared ledger's, and rows removed here alone (behind the mirror's position) would never
-/// come back.
-fn open_for_gc(store_dir: &Path) -> Result<Ledger> {
     let paths = StorePaths::new(store_dir);
     if !paths.ledger().exists() {
         return Err(Error::NoStore {
             path: store_dir.to_path_buf(),
         });
     }
-    let ledger = Ledger::open(&paths.ledger(), Access::ReadWrite)?;
+    let mut ledger = Ledger::open(&paths.ledger(), Access::ReadWrite)?;
     if ledger.replica_state()?.is_some() {
         return Err(Error::Usage(format!(
             "the store at {} is a mirror of a shared ledger; gc without it would remove rows the shared ledger still holds\nhint: pass the same --ledger postgres://… (gc then collects the shared ledger, and every mirror follows at its next sync)",
             store_dir.display()
         )));
     }
-    Ok(ledger)
+    ledger.gc_vectors()
 }
 
 #[cfg(test)]

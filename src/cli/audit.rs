@@ -1,7 +1,6 @@
 //! `groundidx audit` and `groundidx usage`
 
 use groundidx::clock::parse_duration;
-use groundidx::store;
 use groundidx::{Error, Result, clock};
 
 use crate::cli::output;
@@ -32,11 +31,9 @@ fn since_ms(args: &Args) -> Result<i64> {
 
 /// Print the tool calls agents made, one entry per call however often it was retried.
 pub fn run_audit(cli: &Cli, args: &Args) -> Result<ExitCode> {
-    let rows = match cli.shared_ledger(false, 2)? {
-        Some(shared) => shared.audit_rows(since_ms(args)?, args.client.as_deref())?,
-        None => store::open_ledger(&cli.store_dir())?
-            .audit_rows(since_ms(args)?, args.client.as_deref())?,
-    };
+    let rows = cli
+        .call_ledger()?
+        .audit_rows(since_ms(args)?, args.client.as_deref())?;
     if cli.json {
         output::json(&serde_json::json!({ "events": rows }))?;
         return Ok(ExitCode::Success);
@@ -62,11 +59,9 @@ pub fn run_audit(cli: &Cli, args: &Args) -> Result<ExitCode> {
 
 /// Print the units each client used per rate-limit window.
 pub fn run_usage(cli: &Cli, args: &Args) -> Result<ExitCode> {
-    let rows = match cli.shared_ledger(false, 2)? {
-        Some(shared) => shared.usage_rows(since_ms(args)?, args.client.as_deref())?,
-        None => store::open_ledger(&cli.store_dir())?
-            .usage_rows(since_ms(args)?, args.client.as_deref())?,
-    };
+    let rows = cli
+        .call_ledger()?
+        .usage_rows(since_ms(args)?, args.client.as_deref())?;
     let total: u64 = rows.iter().map(|r| r.units).sum();
     if cli.json {
         output::json(&serde_json::json!({ "usage": rows, "total_units": total }))?;

@@ -33,9 +33,12 @@ fn parse_retention(text: &str) -> std::result::Result<std::time::Duration, Strin
 }
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
-    if let Some(shared) = cli.shared_ledger(false, 2)? {
-        // Keys expire by the database's clock; the log goes below the slowest active replica.
-        let removed = shared.prune_keys()?;
+    let shared = cli.shared_ledger(false, 2)?;
+    // Keys expire by the shared ledger's clock when there is one.
+    let removed = agent::recorder::call_ledger(&cli.store_dir(), shared.clone())?
+        .prune_keys(clock::now_ms())?;
+    if let Some(shared) = shared {
+        // The log goes below the slowest active replica.
         let floor = shared.prune_log(args.log_retention.as_secs())?;
         let replaced = store::gc_shared_vectors(&shared, args.wait.lock_wait(), cli.lease_ttl)?;
         if cli.json {
@@ -53,7 +56,6 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         }
         return Ok(ExitCode::Success);
     }
-    let removed = agent::gc(&cli.store_dir(), clock::now_ms())?;
     let vectors = agent::gc_vectors(&cli.store_dir())?;
     if cli.json {
         output::json(&serde_json::json!({

@@ -258,6 +258,14 @@ impl Cli {
         PgLedger::open(&options, migrate).map(Some)
     }
 
+    /// The ledger that holds the agent path's calls: the shared one `--ledger` names, else the
+    /// store's own (a replica refused: it does not hold them).
+    pub fn call_ledger(
+        &self,
+    ) -> groundidx::Result<Box<dyn groundidx::agent::recorder::CallLedger>> {
+        groundidx::agent::recorder::call_ledger(&self.store_dir(), self.shared_ledger(false, 2)?)
+    }
+
     /// Where a writer writes: the shared ledger `--ledger` names (created or upgraded, as the
     /// first writer does) under a lease of `--lease-ttl`, or `None` for the store's own ledger.
     pub fn shared_writing(&self) -> groundidx::Result<Option<groundidx::store::SharedWriting>> {

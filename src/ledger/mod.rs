@@ -31,7 +31,7 @@ pub use changes::{
 };
 pub use documents::{DocumentEntry, Listing, Passage, path_glob};
 pub use embeddings::{ModelRow, VectorCoverage, VectorGc, decode_vector, encode_vector};
-pub use sqlite::pool::{LedgerPool, PooledLedger};
+pub use sqlite::pool::{LedgerPool, PooledLedger, READ_CONNECTIONS};
 pub use sqlite::schema::SCHEMA_VERSION;
 pub use sqlite::{Ledger, on_read_only_mount};
 

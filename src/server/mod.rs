@@ -78,7 +78,7 @@ fn open_agent(
                 store_dir.display()
             )));
         }
-        return Agent::open(store_dir, config);
+        return Agent::open(store_dir, config, None);
     };
     sync_replica(
         store_dir,
@@ -88,7 +88,7 @@ fn open_agent(
         OtherLedger::Refuse,
     )?;
     let served_by = format!("{}/{}", hostname(), std::process::id());
-    Ok(Agent::open(store_dir, config)?.with_shared_ledger(shared.ledger.clone(), served_by))
+    Agent::open(store_dir, config, Some((shared.ledger.clone(), served_by)))
 }
 
 /// Keeps the replica in step with the shared ledger: one sync step a second (skipped while

@@ -36,8 +36,8 @@ use crate::error::{Error, Result};
 use crate::ids::{ChunkId, Generation};
 use crate::index::{ChunkLabels, IdFields, Index, IndexedChunk, Writer};
 use crate::ledger::{
-    Access, Batch, BatchOutcome, ChunkDocuments, Ledger, LedgerPool, PooledLedger, StoredChunk,
-    decode_vector,
+    Access, Batch, BatchOutcome, ChunkDocuments, Ledger, LedgerPool, PooledLedger,
+    READ_CONNECTIONS, StoredChunk, decode_vector,
 };
 use crate::vectors::{self, Marker, VectorSet};
 
@@ -904,10 +904,6 @@ pub struct StoreReader {
 /// How many replaced vector indexes a reader keeps for page cursors, and for how long.
 const KEPT_REPLACED_VECTORS: usize = 4;
 const KEEP_REPLACED_VECTORS_FOR: std::time::Duration = std::time::Duration::from_secs(10 * 60);
-
-/// The most ledger connections one reader opens: searches beyond that many at once wait for a
-/// connection.
-const READ_CONNECTIONS: usize = 16;
 
 impl StoreReader {
     /// Opens an existing store. Fails with `Error::NoStore` when there is no ledger, and with

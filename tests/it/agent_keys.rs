@@ -162,6 +162,7 @@ fn open_agent(store: &Path, ttl_ms: i64, units: u64) -> Agent {
             },
             busy_timeout_ms: 5_000,
         },
+        None,
     )
     .expect("open the agent")
 }

@@ -58,7 +58,7 @@ fn a_search_names_the_commit_its_reader_holds() {
 #[test]
 fn a_tool_search_right_after_an_ingest_answers_from_it() {
     let (_env, agent, _first, second) = two_generations(|env| {
-        Agent::open(&env.store, AgentConfig::default()).expect("open the agent path")
+        Agent::open(&env.store, AgentConfig::default(), None).expect("open the agent path")
     });
     // No reload since the second ingest: the call itself follows the ledger's commit.
     let answer = agent
@@ -83,7 +83,7 @@ fn the_audit_row_and_the_replay_keep_the_searched_generation() {
     // the second generation, the index still at the first.
     let env = Env::sample();
     let first = env.ingest()["generation"].as_u64().expect("generation");
-    let agent = Agent::open(&env.store, AgentConfig::default()).expect("open the agent path");
+    let agent = Agent::open(&env.store, AgentConfig::default(), None).expect("open the agent path");
     env.write("new/quokka.md", QUOKKA);
     let docs = env.docs.to_str().expect("utf-8").to_string();
     let output = env

@@ -26,10 +26,7 @@ type Tx<'a> = deadpool_postgres::Transaction<'a>;
 
 /// `SET LOCAL` of the frozen clock, when the tests freeze it.
 fn clock_setting() -> Option<String> {
-    std::env::var(clock::FAKE_NOW_ENV)
-        .ok()
-        .and_then(|value| value.trim().parse::<i64>().ok())
-        .map(|ms| format!("SET LOCAL groundidx.fake_now_ms = '{ms}'"))
+    clock::fake_now_ms().map(|ms| format!("SET LOCAL groundidx.fake_now_ms = '{ms}'"))
 }
 
 async fn begin<'a>(conn: &'a mut super::Conn) -> std::result::Result<Tx<'a>, PgError> {
@@ -38,11 +35,6 @@ async fn begin<'a>(conn: &'a mut super::Conn) -> std::result::Result<Tx<'a>, PgE
         tx.batch_execute(&setting).await?;
     }
     Ok(tx)
-}
-
-fn window_start(now_ms: i64, window_secs: u64) -> i64 {
-    let window_ms = (window_secs as i64).max(1) * 1000;
-    now_ms - now_ms.rem_euclid(window_ms)
 }
 
 impl PgLedger {
@@ -75,7 +67,7 @@ impl PgLedger {
         self.run("record a keyed call", Budget::Call, async |conn| {
             let tx = begin(conn).await?;
             let now: i64 = tx.query_one("SELECT now_ms()", &[]).await?.get(0);
-            let window = window_start(now, call.window_secs);
+            let window = clock::window_start(now, call.window_secs);
             let inserted = tx
                 .query_opt(
                     "INSERT INTO idempotency_keys (scope, key, tool, fingerprint, status, response,
@@ -189,7 +181,7 @@ impl PgLedger {
                     &[
                         &scope,
                         &(window_secs as i64),
-                        &window_start(now, window_secs),
+                        &clock::window_start(now, window_secs),
                     ],
                 )
                 .await?

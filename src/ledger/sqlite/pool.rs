@@ -16,6 +16,10 @@ use super::Ledger;
 use crate::error::Result;
 use crate::ledger::Access;
 
+/// The most read-only connections one reader or agent opens: reads beyond that many at once
+/// wait for a connection.
+pub const READ_CONNECTIONS: usize = 16;
+
 /// Read-only connections to one ledger.
 pub struct LedgerPool {
     path: PathBuf,
