@@ -131,7 +131,7 @@ pub fn doc_hash(bytes: &[u8]) -> DocHash {
     DocHash(*blake3::hash(bytes).as_bytes())
 }
 
-/// Hashes a document's bytes in a context (`extract::Format::hash_context`): the same bytes in
+/// Hashes a document's bytes in a context (`format::Format::hash_context`): the same bytes in
 /// two contexts are two documents. No context is `doc_hash`.
 pub fn doc_hash_in(context: Option<&str>, bytes: &[u8]) -> DocHash {
     match context {

@@ -1,6 +1,6 @@
 //! Walking a root folder: which files are documents, and what could not be looked at.
 //!
-//! The walk finds the files of the formats a run reads (`extract::FormatSet`), counts every
+//! The walk finds the files of the formats a run reads (`format::FormatSet`), counts every
 //! other file by its extension (nothing is left out silently), skips hidden entries and
 //! `--exclude` globs, never follows a symbolic link out of the root (nor any link to a folder), and skips
 //! anything that is not a regular file with a warning. It reads no file contents; it records
@@ -25,20 +25,8 @@ use serde::Serialize;
 
 use crate::crash::crash_point;
 use crate::error::{Error, Result};
-use crate::extract::{Format, FormatSet};
-
-/// The stat fields the ledger's cache compares to decide whether a file must be read.
-///
-/// Times are ns since the epoch, saturated at the ends of `i64` (the years 1677 and 2262): a
-/// file system may hold any 64-bit second count. The ctime is there because a user can set
-/// the mtime back (`touch -d`) but not the ctime, which moves on every write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileStat {
-    pub size: u64,
-    pub mtime_ns: i64,
-    pub ctime_ns: i64,
-    pub inode: u64,
-}
+use crate::format::{Format, FormatSet};
+use crate::stat::{FileStat, stat_of};
 
 /// A problem with one input path. It never stops a run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -421,13 +409,7 @@ fn stat_in_folder(
             rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
         )
     };
-    let stat = stat.ok()?;
-    Some(FileStat {
-        size: stat.st_size as u64,
-        mtime_ns: time_ns(stat.st_mtime as i64, stat.st_mtime_nsec as i64),
-        ctime_ns: time_ns(stat.st_ctime as i64, stat.st_ctime_nsec as i64),
-        inode: stat.st_ino as u64,
-    })
+    stat.ok().map(|stat| FileStat::of(&stat))
 }
 
 /// Opens the canonical `root` from `/` down, one component at a time with `O_NOFOLLOW`: the
@@ -449,23 +431,6 @@ fn open_root(root: &Path) -> rustix::io::Result<OwnedFd> {
         }
     }
     Ok(dir)
-}
-
-/// The stat fields the ledger's cache keeps.
-pub fn stat_of(meta: &std::fs::Metadata) -> FileStat {
-    FileStat {
-        size: meta.len(),
-        mtime_ns: time_ns(meta.mtime(), meta.mtime_nsec()),
-        ctime_ns: time_ns(meta.ctime(), meta.ctime_nsec()),
-        inode: meta.ino(),
-    }
-}
-
-/// Seconds and nanoseconds as ns since the epoch, saturated: an mtime in the year 2400 is
-/// legal on ext4 and would overflow an `i64` of ns. A saturated mtime lies after every
-/// recording, so the racy-clean rule reads such a file on every run rather than trust it.
-pub fn time_ns(secs: i64, nsecs: i64) -> i64 {
-    secs.saturating_mul(1_000_000_000).saturating_add(nsecs)
 }
 
 /// A symbolic link inside the root: indexed under its own name when it leads to a document
@@ -632,7 +597,7 @@ mod tests {
         ] {
             std::fs::write(root.join(path), "x").expect("write");
         }
-        let formats = crate::extract::FormatSet::parse(&["md,rst"]).expect("formats");
+        let formats = crate::format::FormatSet::parse(&["md,rst"]).expect("formats");
         let found = walk(&root, &Excludes::default(), formats).expect("walk");
         let paths: Vec<&str> = found.files.iter().map(|f| f.rel_path.as_str()).collect();
         assert_eq!(paths, ["a.md", "g.rst"]);

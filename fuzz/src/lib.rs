@@ -8,9 +8,9 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use groundidx::agent::tools::{self, ToolRequest};
-use groundidx::chunk::front_matter::{MAX_FRONT_MATTER_BYTES, split};
 use groundidx::chunk::{ChunkConfig, ChunkedDocument, chunk_document};
-use groundidx::extract::Format;
+use groundidx::extract::front_matter::{MAX_FRONT_MATTER_BYTES, split};
+use groundidx::format::Format;
 use groundidx::ids::{self, ChunkId};
 use groundidx::ledger::ChunkFilter;
 use groundidx::search::{self, SearchRequest};
@@ -1161,12 +1161,12 @@ pub fn check_asciidoc(data: &[u8]) {
 
 /// The HTML extractor on arbitrary text: see `check_extractor`.
 pub fn check_html(data: &[u8]) {
-    check_extractor(groundidx::extract::Format::Html, data);
+    check_extractor(groundidx::format::Format::Html, data);
 }
 
 /// The reStructuredText extractor on arbitrary text: see `check_extractor`.
 pub fn check_rst(data: &[u8]) {
-    check_extractor(groundidx::extract::Format::Rst, data);
+    check_extractor(groundidx::format::Format::Rst, data);
 }
 
 /// The most text an extractor may write per byte of input (and a little over, for a tiny
@@ -1180,7 +1180,7 @@ pub const MAX_TEXT_PER_INPUT_BYTE: usize = 4;
 /// range lies in the text on character boundaries, in order; the text is at most
 /// `MAX_TEXT_PER_INPUT_BYTE` times the input (and within the text limit); and the chunker takes
 /// what it gives. Run with `-rss_limit_mb=512`: the cost must stay bounded by the input's size.
-pub fn check_extractor(format: groundidx::extract::Format, data: &[u8]) {
+pub fn check_extractor(format: groundidx::format::Format, data: &[u8]) {
     use groundidx::extract::{Limits, Locations, Structure, Unit, extract_here};
 
     let text = String::from_utf8_lossy(data);

@@ -15,13 +15,13 @@
 //!
 //! Chunking never fails: odd input gives fewer chunks and a warning. It does no I/O.
 
-pub mod front_matter;
 mod markdown;
 mod text;
 
 use std::ops::Range;
 
-use crate::extract::{self, Extracted, Format, Location, Locations, Structure};
+use crate::extract::{self, Extracted, Location, Locations, Structure, front_matter};
+use crate::format::Format;
 use crate::ids::{self, ChunkId};
 
 /// The default target size of a chunk, in characters of normalised text.
@@ -42,13 +42,13 @@ pub const CHUNKER_VERSION: u32 = 1;
 pub const MIN_CHUNK_CHARS: usize = 20;
 
 /// The version of the recipe that makes a document's chunks from a file of this format, as the
-/// ledger records it per document: the format's extractor version (`Format::extractor_version`)
+/// ledger records it per document: the format's extractor version (`extract::extractor_version`)
 /// in the thousands, the chunker's below. A document recorded with a lower version is chunked
 /// again, so a change to one format's extractor re-chunks only its files, and a change to the
 /// chunker re-chunks every file. Markdown and plain text, read as they are, have the
 /// chunker's version.
 pub fn recipe_version(format: Format) -> u32 {
-    format.extractor_version() * 1000 + CHUNKER_VERSION
+    extract::extractor_version(format) * 1000 + CHUNKER_VERSION
 }
 
 /// The longest heading (or title) kept in a heading path, in characters of normalised text.

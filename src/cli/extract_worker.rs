@@ -3,8 +3,9 @@
 //! time, reads the file from stdin and writes its extraction as JSON to stdout; the parent
 //! turns every way it can end into a result for the file.
 
+use groundidx::extract::Limits;
 use groundidx::extract::isolate::{self, WorkerLimits};
-use groundidx::extract::{Format, Limits};
+use groundidx::format::Format;
 
 use super::ExitCode;
 

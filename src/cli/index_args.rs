@@ -5,7 +5,8 @@
 
 use groundidx::chunk::{ChunkConfig, DEFAULT_CHUNK_SIZE};
 use groundidx::error::{Error, Result};
-use groundidx::extract::{self, FormatSet, Isolation};
+use groundidx::extract::{self, Isolation};
+use groundidx::format::FormatSet;
 use groundidx::index::{DEFAULT_ID_FIELDS, IdFields};
 use groundidx::ingest::{DEFAULT_BATCH_FILES, DEFAULT_MAX_FILE_SIZE, IngestConfig};
 use groundidx::store::StoreConfig;

@@ -48,7 +48,7 @@ use html5ever::tokenizer::{
 };
 
 use super::{Deadline, Extracted, Limits, Location, Meta, TextBuilder, fold_space};
-use crate::chunk::front_matter;
+use crate::extract::front_matter;
 
 pub(crate) const VERSION: u32 = 2;
 

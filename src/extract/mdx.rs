@@ -25,7 +25,7 @@ pub(crate) const VERSION: u32 = 1;
 
 pub(crate) fn extract(text: &str, limits: &Limits, deadline: &Deadline) -> Extracted {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let body_start = crate::chunk::front_matter::split(text).body_start;
+    let body_start = crate::extract::front_matter::split(text).body_start;
     let mut out = String::with_capacity(text.len());
     out.push_str(&text[..body_start]);
     let mut warnings = Vec::new();

@@ -98,7 +98,7 @@ pub struct PlanConfig<'a> {
     /// Files over this size are not read, here to prove a rename either.
     pub max_file_size: u64,
     /// The formats read; files of others are passed over (and counted).
-    pub formats: crate::extract::FormatSet,
+    pub formats: crate::format::FormatSet,
 }
 
 /// Plans one root. `root` must be canonical.
@@ -228,10 +228,11 @@ fn chunked_as_now(record: &SourceRecord, file: &WalkedFile) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{chunked_as_now, is_clean};
-    use crate::extract::Format;
+    use crate::format::Format;
     use crate::ids::DocHash;
     use crate::ledger::SourceRecord;
-    use crate::walk::{FileStat, WalkedFile};
+    use crate::stat::FileStat;
+    use crate::walk::WalkedFile;
 
     const SECOND: i64 = 1_000_000_000;
 

@@ -20,7 +20,8 @@ use rustix::io::Errno;
 
 use crate::clock;
 use crate::ids::{self, DocHash};
-use crate::walk::{FileStat, WalkedFile, Warning, stat_of};
+use crate::stat::{FileStat, stat_of};
+use crate::walk::{WalkedFile, Warning};
 
 /// What reading a file gave.
 #[derive(Debug)]

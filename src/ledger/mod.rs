@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use crate::chunk::Chunk;
 use crate::error::Result;
 use crate::ids::{ChunkId, DocHash, Generation};
-use crate::walk::FileStat;
+use crate::stat::FileStat;
 
 pub use calls::{AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow};
 pub use changes::{

@@ -8,7 +8,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use groundidx::extract::{Extracted, Format, Limits, Locations, Structure, Unit, extract_here};
+use groundidx::extract::{Extracted, Limits, Locations, Structure, Unit, extract_here};
+use groundidx::format::Format;
 use serde_json::Value;
 
 use crate::support::{self, Env};

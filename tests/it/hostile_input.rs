@@ -9,7 +9,7 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use groundidx::chunk::{ChunkConfig, chunk_document};
-use groundidx::extract::Format;
+use groundidx::format::Format;
 use serde_json::Value;
 
 use crate::support::{Env, assert_success};

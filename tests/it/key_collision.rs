@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use groundidx::chunk::Chunk;
 use groundidx::ids::{ChunkId, DocHash};
 use groundidx::ledger::{Batch, NewDocument, SourceUpsert};
+use groundidx::stat::FileStat;
 use groundidx::store::{LockWait, Store, StoreReader};
-use groundidx::walk::FileStat;
 
 /// A chunk ID whose first eight bytes are `key` and whose last byte is `tail`.
 fn colliding_id(key: u8, tail: u8) -> ChunkId {

@@ -230,7 +230,7 @@ impl FileSettings {
             "exclude" => self.exclude = Some(texts(value, GLOBS)?),
             "formats" => {
                 let names = texts(value, FORMATS)?;
-                groundidx::extract::FormatSet::parse(&names)
+                groundidx::format::FormatSet::parse(&names)
                     .map_err(|why| Refused::because(FORMATS, why))?;
                 self.formats = Some(names);
             }

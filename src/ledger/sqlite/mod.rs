@@ -27,7 +27,7 @@ use super::{
 use crate::crash::crash_point;
 use crate::error::{Error, Result};
 use crate::ids::{ChunkId, DocHash, Generation};
-use crate::walk::FileStat;
+use crate::stat::FileStat;
 
 use schema::SCHEMA_VERSION;
 
