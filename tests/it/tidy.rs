@@ -30,3 +30,84 @@ fn every_source_file_documents_itself_and_is_on_the_map() {
         );
     }
 }
+
+/// The numbers ARCHITECTURE.md quotes are the code's: a schema bump or a new page size that
+/// leaves the map saying the old number fails here, not in a newcomer's head.
+#[test]
+fn the_figures_the_map_quotes_are_the_codes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture =
+        std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let quoted = [
+        format!(
+            "The SQLite ledger's schema version is {} and the shared ledger's is {} (`SCHEMA_VERSION`,",
+            groundidx::ledger::SCHEMA_VERSION,
+            groundidx::ledger::postgres::PG_SCHEMA_VERSION,
+        ),
+        format!(
+            "a page of `EMBED_PAGE` ({}) chunks",
+            groundidx::ingest::embed::EMBED_PAGE
+        ),
+    ];
+    // One sentence per line in Markdown, but a sentence may wrap: compare with line breaks as spaces.
+    let flat = architecture
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for phrase in quoted {
+        assert!(
+            flat.contains(&phrase),
+            "ARCHITECTURE.md must say, as the code has it: {phrase}"
+        );
+    }
+}
+
+/// Every rule ID a test name starts with (`k4_…`, `c6_…`) is defined in docs/AGENT-TOOL-RULES.md,
+/// so a test never cites a rule the repository does not hold.
+#[test]
+fn every_rule_a_test_name_cites_is_defined() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rules = std::fs::read_to_string(root.join("docs/AGENT-TOOL-RULES.md"))
+        .expect("docs/AGENT-TOOL-RULES.md");
+    let defined: std::collections::BTreeSet<String> = rules
+        .lines()
+        .filter_map(|line| line.strip_prefix("| "))
+        .filter_map(|row| row.split(" |").next())
+        .filter(|id| rule_id(id))
+        .map(str::to_lowercase)
+        .collect();
+    let mut cited = std::collections::BTreeMap::<String, String>::new();
+    for entry in std::fs::read_dir(root.join("tests/it")).expect("tests/it") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        for name in text.split("fn ").skip(1) {
+            let Some((id, _)) = name.split_once('_') else {
+                continue;
+            };
+            if rule_id(id) && id == id.to_lowercase() {
+                let file = path.file_name().expect("name").to_string_lossy();
+                cited.entry(id.to_string()).or_insert(file.to_string());
+            }
+        }
+    }
+    assert!(
+        !cited.is_empty(),
+        "no test name cites a rule: is the scan broken?"
+    );
+    for (id, file) in &cited {
+        assert!(
+            defined.contains(id),
+            "{file}: a test name cites rule {}, which docs/AGENT-TOOL-RULES.md does not define",
+            id.to_uppercase()
+        );
+    }
+}
+
+/// `[a-zA-Z]+[0-9]+`: letters, then digits, nothing else.
+fn rule_id(text: &str) -> bool {
+    let digits = text.trim_start_matches(|c: char| c.is_ascii_alphabetic());
+    digits.len() < text.len() && !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
+}
