@@ -72,6 +72,8 @@
 //! - `shared_ledger`: the shared PostgreSQL ledger: migrations, ingest under the lease from
 //!   several hosts, replicas equal to a clean ingest, kills at every shared crash point, the
 //!   lease's fence, one key, one audit row and one rate limit across hosts.
+//! - `ledger_schemas`: the SQLite and PostgreSQL ledgers hold the same columns in the tables
+//!   both hold, but for the differences named there.
 //! - `replica_writes`: no command writes a replica's ledger but through its shared ledger
 //!   (`rebuild` with a damaged vector, `embed` without `--ledger`): no page of vectors skipped.
 //! - `agent_semantic`: `search_docs` by meaning over MCP and HTTP: `mode`, coverage, the model
@@ -169,6 +171,7 @@ mod identifiers;
 mod json_edges;
 mod key_collision;
 mod kill;
+mod ledger_schemas;
 mod lock;
 mod malformed;
 mod model_identity;
