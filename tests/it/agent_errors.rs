@@ -7,9 +7,9 @@
 
 use serde_json::{Value, json};
 
-use crate::agent_http::{Reply, serve_with_env};
-use crate::agent_keys::{counts, executed};
-use crate::agent_mcp::{RawMcp, frozen_clock, key, sample_store, schema_errors, signing};
+use crate::support::http::{Reply, serve_with_env};
+use crate::support::ledger::{counts, executed};
+use crate::support::mcp::{RawMcp, frozen_clock, key, sample_store, schema_errors, signing};
 
 /// The range `top_k` must be in, everywhere.
 const MAX_TOP_K: u64 = 100;

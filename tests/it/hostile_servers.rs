@@ -75,7 +75,7 @@ fn serve(
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = stream;
     loop {
-        let Some(body) = crate::embed_server::read_request(&mut reader)? else {
+        let Some(body) = crate::support::embed_server::read_request(&mut reader)? else {
             return Ok(());
         };
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);

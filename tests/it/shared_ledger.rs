@@ -3,7 +3,7 @@
 //! healed, the lease's fence, and keys, audit, usage and the rate limit held across hosts.
 //!
 //! Each test has a PostgreSQL schema of its own in the database `.ci/run` starts
-//! (`support_pg`); without one the tests fail under CI and skip elsewhere.
+//! (`support::pg`); without one the tests fail under CI and skip elsewhere.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -12,12 +12,12 @@ use std::time::Duration;
 use groundidx::ledger::postgres::PG_SCHEMA_VERSION;
 use serde_json::Value;
 
-use crate::agent_http::{Server, serve_with_env};
 use crate::crash::assert_crashed_at;
+use crate::support::http::{Server, serve_with_env};
+use crate::support::pg::{TestSchema, client, count};
 use crate::support::{
     BIN, Env, assert_success, clean_export, index_files, isolate, parse_export, wait_paused,
 };
-use crate::support_pg::{TestSchema, client, count};
 
 /// Crash points on the shared ledger's paths: a writer's (lease, publish) and a replica's
 /// (fetch, mirror, bootstrap, progress).
@@ -803,7 +803,7 @@ fn a_server_picks_up_what_another_host_ingests() {
 
 #[test]
 fn a_server_without_its_ledger_refuses_keyed_calls_and_spools_the_rest() {
-    let Some(cluster) = crate::support_pg::Cluster::start() else {
+    let Some(cluster) = crate::support::pg::Cluster::start() else {
         return;
     };
     let schema = TestSchema {
@@ -905,7 +905,7 @@ fn a_server_without_its_ledger_refuses_keyed_calls_and_spools_the_rest() {
 
 #[test]
 fn a_spooled_call_forwarded_twice_is_recorded_once() {
-    let Some(cluster) = crate::support_pg::Cluster::start() else {
+    let Some(cluster) = crate::support::pg::Cluster::start() else {
         return;
     };
     let schema = TestSchema {
@@ -1003,7 +1003,7 @@ fn a_replica_the_log_no_longer_reaches_copies_a_snapshot() {
 
 #[test]
 fn every_passage_is_embedded_once_whichever_host_runs_the_model() {
-    use crate::embed_server::{EmbedServer, Vectors};
+    use crate::support::embed_server::{EmbedServer, Vectors};
     let Some(schema) = schema("embed") else {
         return;
     };
@@ -1102,7 +1102,7 @@ fn every_passage_is_embedded_once_whichever_host_runs_the_model() {
 
 #[test]
 fn a_writer_killed_while_embedding_loses_no_shared_vector() {
-    use crate::embed_server::{EmbedServer, Vectors};
+    use crate::support::embed_server::{EmbedServer, Vectors};
     for point in ["embed.before_commit", "embed.after_commit"] {
         let Some(schema) = schema("embed_kill") else {
             return;
@@ -1195,10 +1195,10 @@ fn the_shared_ledger_can_come_from_the_configuration_file() {
 
 #[test]
 fn keyed_calls_survive_a_failover_to_a_synchronous_standby() {
-    let Some(primary) = crate::support_pg::Cluster::start() else {
+    let Some(primary) = crate::support::pg::Cluster::start() else {
         return;
     };
-    let Some(standby) = crate::support_pg::Cluster::standby_of(&primary) else {
+    let Some(standby) = crate::support::pg::Cluster::standby_of(&primary) else {
         return;
     };
     // Both servers in the URL; only the one that takes writes is used.
@@ -1277,7 +1277,7 @@ fn keyed_calls_survive_a_failover_to_a_synchronous_standby() {
 
 #[test]
 fn a_ledger_behind_tls_is_reached_encrypted_and_checked_against_its_ca() {
-    let Some((cluster, port, ca)) = crate::support_pg::Cluster::start_tls() else {
+    let Some((cluster, port, ca)) = crate::support::pg::Cluster::start_tls() else {
         return;
     };
     let env = Env::sample();
@@ -1597,7 +1597,7 @@ fn keys_expire_by_the_database_clock_and_a_late_retry_is_not_counted_again() {
 
 #[test]
 fn a_server_on_a_writers_store_answers_read_only_while_the_writer_waits_for_its_ledger() {
-    let Some(cluster) = crate::support_pg::Cluster::start() else {
+    let Some(cluster) = crate::support::pg::Cluster::start() else {
         return;
     };
     let schema = TestSchema {
@@ -1660,7 +1660,7 @@ fn mirror_vectors(host: &Host<'_>) -> i64 {
 
 #[test]
 fn gc_removes_replaced_models_from_the_shared_ledger_and_every_mirror_follows() {
-    use crate::embed_server::{EmbedServer, Vectors};
+    use crate::support::embed_server::{EmbedServer, Vectors};
     let Some(schema) = schema("gc_vectors") else {
         return;
     };

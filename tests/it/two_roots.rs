@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::agent_http::serve;
-use crate::agent_mcp::schema_errors;
+use crate::support::http::serve;
+use crate::support::mcp::schema_errors;
 use crate::support::{Env, assert_success};
 
 const TEXT: &str = "# Pelican\n\nThe pelican roster lists every pelican by name.\n";

@@ -11,6 +11,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::support::is_root;
+
 /// The test database's URL, from `GROUNDIDX_TEST_PG`; `None` when that is unset or empty
 /// (`prerequisite_missing`: a failure under CI, a skip with a message elsewhere).
 pub fn url() -> Option<String> {
@@ -373,9 +375,4 @@ impl Drop for Cluster {
             .args(["-D", &self.data(), "-m", "immediate", "-w", "stop"])
             .output();
     }
-}
-
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
 }
