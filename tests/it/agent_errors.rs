@@ -112,7 +112,7 @@ fn assert_mcp_error(case: &str, result: &Value, code: &str, schema: &Value) {
         text_json, result["structuredContent"],
         "{case}: the text and structuredContent differ"
     );
-    let violations = schema_errors(schema, schema, &result["structuredContent"], case);
+    let violations = schema_errors(schema, &result["structuredContent"]);
     assert!(
         violations.is_empty(),
         "{case}: the error does not fit the outputSchema: {violations:#?}\n{result}"

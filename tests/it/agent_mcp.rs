@@ -702,7 +702,7 @@ async fn p2_structured_content_matches_the_output_schema() {
                 "{tool} outputSchema must require {name}: {schema}"
             );
         }
-        let errors = schema_errors(&schema, &schema, &result.structured, tool);
+        let errors = schema_errors(&schema, &result.structured);
         assert!(
             errors.is_empty(),
             "{errors:#?}\nschema: {schema}\nresult: {}",
@@ -720,6 +720,47 @@ async fn p2_structured_content_matches_the_output_schema() {
         "{}",
         chunk.raw
     );
+}
+
+/// The output-schema check itself: a real `search_docs` answer fits its schema, and the same
+/// answer broken (hits not an array, a required field gone, a number turned into a string) is
+/// rejected, so that P2 cannot pass on a check that accepts everything.
+#[tokio::test]
+async fn p2_the_schema_check_rejects_a_result_that_breaks_the_output_schema() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let tools = mcp.client().list_all_tools().await.expect("tools/list");
+    let tool = tools
+        .iter()
+        .find(|t| t.name == "search_docs")
+        .expect("search_docs is listed");
+    let schema = Value::Object((**tool.output_schema.as_ref().expect("outputSchema")).clone());
+    let answer = mcp.search("p2/schema-check", signing()).await;
+    mcp.stop().await;
+    assert!(!answer.is_error, "{}", answer.raw);
+    let errors = schema_errors(&schema, &answer.structured);
+    assert!(errors.is_empty(), "{errors:#?}\nschema: {schema}");
+
+    let mut hits_not_an_array = answer.structured.clone();
+    hits_not_an_array["hits"] = json!("not a list of hits");
+    let mut generation_missing = answer.structured.clone();
+    generation_missing
+        .as_object_mut()
+        .expect("an object")
+        .remove("generation");
+    let mut generation_a_string = answer.structured.clone();
+    generation_a_string["generation"] = json!("seven");
+    for (case, wrong) in [
+        ("hits not an array", hits_not_an_array),
+        ("generation missing", generation_missing),
+        ("generation a string", generation_a_string),
+        ("not an object", json!(["hits"])),
+    ] {
+        assert!(
+            !schema_errors(&schema, &wrong).is_empty(),
+            "{case}: accepted by the schema check: {wrong}\nschema: {schema}"
+        );
+    }
 }
 
 #[test]

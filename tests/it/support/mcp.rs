@@ -398,81 +398,14 @@ impl Drop for RawMcp {
     }
 }
 
-/// A minimal JSON Schema check: type, required, properties, additionalProperties: false,
-/// items, $ref into the root, anyOf/oneOf/allOf. Returns every violation.
-pub fn schema_errors(root: &Value, schema: &Value, value: &Value, path: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
-        let target = reference
-            .strip_prefix('#')
-            .and_then(|pointer| root.pointer(pointer))
-            .unwrap_or_else(|| panic!("unresolvable $ref {reference} in {root}"));
-        errors.extend(schema_errors(root, target, value, path));
-    }
-    if let Some(types) = schema.get("type") {
-        let types: Vec<&str> = match types {
-            Value::String(t) => vec![t.as_str()],
-            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
-        };
-        let fits = |t: &str| match t {
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            "string" => value.is_string(),
-            "integer" => value.is_i64() || value.is_u64(),
-            "number" => value.is_number(),
-            "boolean" => value.is_boolean(),
-            "null" => value.is_null(),
-            _ => true,
-        };
-        if !types.is_empty() && !types.iter().any(|t| fits(t)) {
-            errors.push(format!("{path}: {value} is not of type {types:?}"));
-            return errors;
-        }
-    }
-    if let Some(object) = value.as_object() {
-        for name in schema
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let name = name.as_str().expect("required names are strings");
-            if !object.contains_key(name) {
-                errors.push(format!("{path}: required property {name} is missing"));
-            }
-        }
-        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
-            for (name, sub) in properties {
-                if let Some(field) = object.get(name) {
-                    errors.extend(schema_errors(root, sub, field, &format!("{path}.{name}")));
-                }
-            }
-            if schema.get("additionalProperties") == Some(&json!(false)) {
-                for name in object.keys() {
-                    if !properties.contains_key(name) {
-                        errors.push(format!("{path}: property {name} is not allowed"));
-                    }
-                }
-            }
-        }
-    }
-    if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
-        for (i, item) in array.iter().enumerate() {
-            errors.extend(schema_errors(root, items, item, &format!("{path}[{i}]")));
-        }
-    }
-    for (keyword, need_all) in [("anyOf", false), ("oneOf", false), ("allOf", true)] {
-        if let Some(branches) = schema.get(keyword).and_then(Value::as_array) {
-            let failures: Vec<Vec<String>> = branches
-                .iter()
-                .map(|branch| schema_errors(root, branch, value, path))
-                .collect();
-            let passed = failures.iter().filter(|f| f.is_empty()).count();
-            if (need_all && passed != branches.len()) || (!need_all && passed == 0) {
-                errors.push(format!("{path}: {keyword} not satisfied: {failures:?}"));
-            }
-        }
-    }
-    errors
+/// Every way `value` breaks the JSON Schema `schema` (a tool's `outputSchema`), as the
+/// `jsonschema` crate reports them; empty when it conforms. A schema that does not compile
+/// fails the test.
+pub fn schema_errors(schema: &Value, value: &Value) -> Vec<String> {
+    let validator = jsonschema::validator_for(schema)
+        .unwrap_or_else(|err| panic!("not a usable JSON Schema ({err}): {schema}"));
+    validator
+        .iter_errors(value)
+        .map(|error| error.to_string())
+        .collect()
 }
