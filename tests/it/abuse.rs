@@ -16,10 +16,10 @@ use groundidx::agent::tools::MAX_QUERY_CHARS;
 use groundidx::server::MAX_BODY_BYTES;
 use serde_json::{Value, json};
 
-use crate::agent_http::{Reply, Server, launch, serve};
-use crate::agent_keys::{counts, executed};
-use crate::agent_mcp::{RawMcp, key, read_lossy, sample_store, signing};
 use crate::support::Env;
+use crate::support::http::{Reply, Server, launch, serve};
+use crate::support::ledger::{counts, executed};
+use crate::support::mcp::{RawMcp, key, read_lossy, sample_store, signing};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
@@ -972,8 +972,8 @@ fn a_non_loopback_server_answers_only_the_right_token_and_writes_nothing_else() 
             tokens.to_str().expect("utf-8"),
         ],
     ) {
-        crate::agent_http::Launch::Listening(server) => server,
-        crate::agent_http::Launch::Exited(code, stderr) => {
+        crate::support::http::Launch::Listening(server) => server,
+        crate::support::http::Launch::Exited(code, stderr) => {
             panic!("serve on 0.0.0.0 with --tokens exited ({code:?}): {stderr}")
         }
     };

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use groundidx::crash::PAUSE_ENV;
 use serde_json::json;
 
-use crate::agent_keys::{assert_executed_once, assert_nothing_for, counts, executed};
-use crate::agent_mcp::{RawMcp, key, sample_store, signing};
+use crate::support::ledger::{assert_executed_once, assert_nothing_for, counts, executed};
+use crate::support::mcp::{RawMcp, key, sample_store, signing};
 
 const SCOPE: &str = "local";
 

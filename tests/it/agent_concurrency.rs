@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::agent_http::serve;
 use crate::support::Env;
+use crate::support::http::serve;
 
 const CLIENTS: usize = 4;
 const INGESTS: usize = 6;

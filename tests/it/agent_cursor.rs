@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::agent_http::{Server, serve};
-use crate::agent_keys::{counts, executed};
 use crate::support::Env;
+use crate::support::http::{Server, serve};
+use crate::support::ledger::{counts, executed};
 
 /// A sample store with `n` marker pages (one hit each for "quokkamarker").
 fn markers(env: &Env, from: usize, to: usize) -> u64 {

@@ -7,9 +7,9 @@
 
 use serde_json::{Value, json};
 
-use crate::agent_http::{Reply, serve_with_env};
-use crate::agent_keys::{counts, executed};
-use crate::agent_mcp::{RawMcp, frozen_clock, key, sample_store, schema_errors, signing};
+use crate::support::http::{Reply, serve_with_env};
+use crate::support::ledger::{counts, executed};
+use crate::support::mcp::{RawMcp, frozen_clock, key, sample_store, schema_errors, signing};
 
 /// The range `top_k` must be in, everywhere.
 const MAX_TOP_K: u64 = 100;
@@ -112,7 +112,7 @@ fn assert_mcp_error(case: &str, result: &Value, code: &str, schema: &Value) {
         text_json, result["structuredContent"],
         "{case}: the text and structuredContent differ"
     );
-    let violations = schema_errors(schema, schema, &result["structuredContent"], case);
+    let violations = schema_errors(schema, &result["structuredContent"]);
     assert!(
         violations.is_empty(),
         "{case}: the error does not fit the outputSchema: {violations:#?}\n{result}"

@@ -2,488 +2,21 @@
 //! exact bytes on the wire matter, by a raw JSON-RPC line client: key intake (K1–K5, K7),
 //! replays (R1, R2, R6), mismatches (M1–M3), busy and crashes (C3–C5), failures (E1, E2), the
 //! quota (Q1, Q3), the MCP surface (P1–P3, P5) and the published key policy (T5).
-//! Also the MCP helpers the other `agent_*` files use.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use groundidx::clock::FAKE_NOW_ENV;
-use groundidx::crash::CRASH_ENV;
-use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
-use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceError, ServiceExt};
+use rmcp::ServiceError;
 use serde_json::{Value, json};
 
-use crate::agent_keys::{
+use crate::support::Env;
+use crate::support::ledger::{
     WriteLock, assert_executed_once, assert_nothing_for, counts, executed, key_row, ledger,
 };
-use crate::support::Env;
-
-// ---------------------------------------------------------------------------------------------
-// Helpers, shared with agent_http.rs.
-
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-/// A sample store, ingested.
-pub fn sample_store() -> Env {
-    let env = Env::sample();
-    env.ingest();
-    env
-}
-
-/// `_meta` with an idempotency key.
-pub fn key(k: &str) -> Value {
-    json!({ "groundidx/idempotencyKey": k })
-}
-
-/// The server's clock frozen 1 s into a quota window (`GROUNDIDX_FAKE_NOW_MS`), so that every
-/// call of a test lands in one window, however long the test takes, and the window always has
-/// 59 s left.
-pub fn frozen_clock() -> [(&'static str, &'static str); 1] {
-    [(FAKE_NOW_ENV, "1800000001000")]
-}
-
-pub fn signing() -> Value {
-    json!({"query": "rotate the signing key", "top_k": 5})
-}
-
-pub fn backups() -> Value {
-    json!({"query": "backups restore", "top_k": 5})
-}
-
-/// A `groundidx mcp` server driven by the rmcp client.
-pub struct Mcp {
-    client: Option<RunningService<RoleClient, ()>>,
-    pub stderr: PathBuf,
-}
-
-/// One `tools/call` result, flattened for assertions (`raw` is the whole result as JSON).
-#[derive(Clone, Debug)]
-pub struct Called {
-    pub raw: Value,
-    pub is_error: bool,
-    pub structured: Value,
-    pub text: String,
-    pub meta: Value,
-}
-
-impl Called {
-    fn of(result: &CallToolResult) -> Called {
-        Called {
-            raw: serde_json::to_value(result).expect("serialize the result"),
-            is_error: result.is_error == Some(true),
-            structured: result.structured_content.clone().unwrap_or(Value::Null),
-            text: result
-                .content
-                .first()
-                .and_then(|block| block.as_text())
-                .map(|text| text.text.clone())
-                .unwrap_or_default(),
-            meta: result
-                .meta
-                .as_ref()
-                .map(|meta| Value::Object(meta.0.clone()))
-                .unwrap_or(Value::Null),
-        }
-    }
-
-    pub fn replayed(&self) -> &Value {
-        &self.meta["groundidx/replayed"]
-    }
-
-    pub fn key(&self) -> &Value {
-        &self.meta["groundidx/idempotencyKey"]
-    }
-
-    pub fn code(&self) -> &Value {
-        &self.structured["error"]["code"]
-    }
-
-    /// Asserts a successful, freshly executed result.
-    pub fn assert_fresh(&self) {
-        assert!(!self.is_error, "expected success: {}", self.raw);
-        assert_eq!(
-            self.replayed(),
-            &json!(false),
-            "expected a fresh execution: {}",
-            self.raw
-        );
-    }
-
-    /// Asserts a tool error with this code.
-    pub fn assert_error(&self, code: &str) {
-        assert!(
-            self.is_error,
-            "expected isError with code {code}: {}",
-            self.raw
-        );
-        assert_eq!(self.code(), code, "{}", self.raw);
-        assert!(
-            !self.text.is_empty() && self.structured["error"]["message"].is_string(),
-            "a tool error needs a message: {}",
-            self.raw
-        );
-    }
-}
-
-pub fn read_lossy(path: &Path) -> String {
-    std::fs::read(path)
-        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-        .unwrap_or_default()
-}
-
-impl Mcp {
-    /// Starts `groundidx --store STORE mcp ARGS…` and initializes.
-    pub async fn start(env: &Env, args: &[&str]) -> Mcp {
-        Mcp::start_crashing(env, args, None).await
-    }
-
-    /// Same, with `GROUNDIDX_CRASH_AT` armed.
-    pub async fn start_crashing(env: &Env, args: &[&str], crash_at: Option<&str>) -> Mcp {
-        match crash_at {
-            Some(point) => Mcp::start_with_env(env, args, &[(CRASH_ENV, point)]).await,
-            None => Mcp::start_with_env(env, args, &[]).await,
-        }
-    }
-
-    /// Same, with these environment variables set (a fake clock, a crash point).
-    pub async fn start_with_env(env: &Env, args: &[&str], envs: &[(&str, &str)]) -> Mcp {
-        let mut command = env.command(&["mcp"]);
-        command.args(args);
-        for (name, value) in envs {
-            command.env(name, value);
-        }
-        Mcp::start_command(command, env.tmp.path()).await
-    }
-
-    /// Starts an MCP stdio server from a command made elsewhere (a client's configuration),
-    /// its stderr kept in a file under `stderr_dir`, and initializes.
-    pub async fn start_command(command: std::process::Command, stderr_dir: &Path) -> Mcp {
-        let stderr = stderr_dir.join(format!(
-            "mcp-{}.stderr",
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let file = std::fs::File::create(&stderr).expect("create the stderr file");
-        let mut command = tokio::process::Command::from(command);
-        command.kill_on_drop(true);
-        let (transport, _) = TokioChildProcess::builder(command)
-            .stderr(file)
-            .spawn()
-            .expect("spawn groundidx mcp");
-        let Ok(initialized) =
-            tokio::time::timeout(Duration::from_secs(20), ().serve(transport)).await
-        else {
-            panic!("initialize timed out; stderr: {}", read_lossy(&stderr))
-        };
-        let client = initialized.unwrap_or_else(|err| {
-            panic!("initialize failed: {err}; stderr: {}", read_lossy(&stderr))
-        });
-        Mcp {
-            client: Some(client),
-            stderr,
-        }
-    }
-
-    pub fn client(&self) -> &RunningService<RoleClient, ()> {
-        self.client.as_ref().expect("running")
-    }
-
-    /// A `tools/call`, as the client returns it.
-    pub async fn try_call(
-        &self,
-        tool: &str,
-        arguments: Value,
-        meta: Value,
-    ) -> Result<CallToolResult, ServiceError> {
-        let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(
-            arguments
-                .as_object()
-                .expect("arguments are an object")
-                .clone(),
-        );
-        if let Value::Object(fields) = meta {
-            let mut request_meta = RequestMetaObject::new();
-            for (name, value) in fields {
-                request_meta.insert(name, value);
-            }
-            params.meta = Some(request_meta);
-        }
-        tokio::time::timeout(Duration::from_secs(30), self.client().call_tool(params))
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
-                    "tools/call {tool} timed out; stderr: {}",
-                    read_lossy(&self.stderr)
-                )
-            })
-    }
-
-    /// A `tools/call` that must get a result (a success or a tool error, not a protocol error).
-    pub async fn call(&self, tool: &str, arguments: Value, meta: Value) -> Called {
-        match self.try_call(tool, arguments.clone(), meta.clone()).await {
-            Ok(result) => Called::of(&result),
-            Err(err) => panic!(
-                "tools/call {tool} {arguments} (_meta {meta}) failed: {err}; stderr: {}",
-                read_lossy(&self.stderr)
-            ),
-        }
-    }
-
-    /// `search_docs` with a key.
-    pub async fn search(&self, k: &str, arguments: Value) -> Called {
-        self.call("search_docs", arguments, key(k)).await
-    }
-
-    pub async fn stop(mut self) {
-        if let Some(client) = self.client.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(10), client.cancel()).await;
-        }
-    }
-}
-
-/// A `groundidx mcp` server spoken to line by line, to see every byte on stdout.
-pub struct RawMcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    /// Every line read from stdout so far.
-    pub seen: Vec<String>,
-    stderr: PathBuf,
-}
-
-impl RawMcp {
-    pub fn start(env: &Env, args: &[&str], envs: &[(&str, &str)]) -> RawMcp {
-        let stderr = env.tmp.path().join(format!(
-            "raw-mcp-{}.stderr",
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let mut command = env.command(&["mcp"]);
-        command.args(args);
-        for (name, value) in envs {
-            command.env(name, value);
-        }
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
-            .spawn()
-            .expect("spawn groundidx mcp");
-        let stdout = child.stdout.take().expect("stdout");
-        let (sender, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        RawMcp {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            seen: Vec::new(),
-            stderr,
-        }
-    }
-
-    pub fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{message}").expect("write to the server");
-        stdin.flush().expect("flush");
-    }
-
-    /// Writes bytes as they are (a line that may not be JSON at all).
-    pub fn write_raw(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(bytes).expect("write to the server");
-        stdin.flush().expect("flush");
-    }
-
-    /// Reads stdout until the response to `id`; returns it and every other message before it.
-    pub fn response(&mut self, id: i64) -> (Value, Vec<Value>) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut others = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = match self.lines.recv_timeout(left) {
-                Ok(line) => line,
-                Err(err) => panic!(
-                    "no response to id {id} ({err:?}); stdout so far: {:?}; stderr: {}",
-                    self.seen,
-                    read_lossy(&self.stderr)
-                ),
-            };
-            self.seen.push(line.clone());
-            let message: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|err| panic!("a stdout line is not JSON ({err}): {line:?}"));
-            let is_response = message.get("method").is_none()
-                && (message.get("result").is_some() || message.get("error").is_some());
-            if is_response && message["id"] == json!(id) {
-                return (message, others);
-            }
-            others.push(message);
-        }
-    }
-
-    pub fn request(&mut self, id: i64, method: &str, params: Value) -> (Value, Vec<Value>) {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        self.response(id)
-    }
-
-    pub fn initialize(&mut self) {
-        self.initialize_at("2025-11-25");
-    }
-
-    /// Initializes the session at this protocol revision, which the server must agree to.
-    pub fn initialize_at(&mut self, revision: &str) {
-        let (response, _) = self.request(
-            0,
-            "initialize",
-            json!({
-                "protocolVersion": revision,
-                "capabilities": {},
-                "clientInfo": {"name": "groundidx-it", "version": "0"}
-            }),
-        );
-        assert_eq!(
-            response["result"]["protocolVersion"], revision,
-            "{response}"
-        );
-        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    }
-
-    /// The next line the server writes, as JSON (a message, or an array of them).
-    pub fn next_message(&mut self) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|err| {
-                panic!(
-                    "no line from the server ({err:?}); stdout so far: {:?}; stderr: {}",
-                    self.seen,
-                    read_lossy(&self.stderr)
-                )
-            });
-        self.seen.push(line.clone());
-        serde_json::from_str(&line)
-            .unwrap_or_else(|err| panic!("a stdout line is not JSON ({err}): {line:?}"))
-    }
-
-    /// Closes stdin, waits for the server to exit and returns every stdout line it wrote.
-    pub fn finish(mut self) -> (Option<std::process::ExitStatus>, Vec<String>) {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                break Some(status);
-            }
-            if Instant::now() > deadline {
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        loop {
-            match self.lines.recv_timeout(Duration::from_secs(2)) {
-                Ok(line) => self.seen.push(line),
-                Err(RecvTimeoutError::Disconnected) => break,
-                Err(RecvTimeoutError::Timeout) => break,
-            }
-        }
-        (status, std::mem::take(&mut self.seen))
-    }
-}
-
-impl Drop for RawMcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A minimal JSON Schema check: type, required, properties, additionalProperties: false,
-/// items, $ref into the root, anyOf/oneOf/allOf. Returns every violation.
-pub fn schema_errors(root: &Value, schema: &Value, value: &Value, path: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
-        let target = reference
-            .strip_prefix('#')
-            .and_then(|pointer| root.pointer(pointer))
-            .unwrap_or_else(|| panic!("unresolvable $ref {reference} in {root}"));
-        errors.extend(schema_errors(root, target, value, path));
-    }
-    if let Some(types) = schema.get("type") {
-        let types: Vec<&str> = match types {
-            Value::String(t) => vec![t.as_str()],
-            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
-        };
-        let fits = |t: &str| match t {
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            "string" => value.is_string(),
-            "integer" => value.is_i64() || value.is_u64(),
-            "number" => value.is_number(),
-            "boolean" => value.is_boolean(),
-            "null" => value.is_null(),
-            _ => true,
-        };
-        if !types.is_empty() && !types.iter().any(|t| fits(t)) {
-            errors.push(format!("{path}: {value} is not of type {types:?}"));
-            return errors;
-        }
-    }
-    if let Some(object) = value.as_object() {
-        for name in schema
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let name = name.as_str().expect("required names are strings");
-            if !object.contains_key(name) {
-                errors.push(format!("{path}: required property {name} is missing"));
-            }
-        }
-        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
-            for (name, sub) in properties {
-                if let Some(field) = object.get(name) {
-                    errors.extend(schema_errors(root, sub, field, &format!("{path}.{name}")));
-                }
-            }
-            if schema.get("additionalProperties") == Some(&json!(false)) {
-                for name in object.keys() {
-                    if !properties.contains_key(name) {
-                        errors.push(format!("{path}: property {name} is not allowed"));
-                    }
-                }
-            }
-        }
-    }
-    if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
-        for (i, item) in array.iter().enumerate() {
-            errors.extend(schema_errors(root, items, item, &format!("{path}[{i}]")));
-        }
-    }
-    for (keyword, need_all) in [("anyOf", false), ("oneOf", false), ("allOf", true)] {
-        if let Some(branches) = schema.get(keyword).and_then(Value::as_array) {
-            let failures: Vec<Vec<String>> = branches
-                .iter()
-                .map(|branch| schema_errors(root, branch, value, path))
-                .collect();
-            let passed = failures.iter().filter(|f| f.is_empty()).count();
-            if (need_all && passed != branches.len()) || (!need_all && passed == 0) {
-                errors.push(format!("{path}: {keyword} not satisfied: {failures:?}"));
-            }
-        }
-    }
-    errors
-}
+use crate::support::mcp::{
+    Called, Mcp, RawMcp, backups, frozen_clock, key, read_lossy, sample_store, schema_errors,
+    signing,
+};
 
 fn hits(called: &Called) -> &Vec<Value> {
     called.structured["hits"]
@@ -1169,7 +702,7 @@ async fn p2_structured_content_matches_the_output_schema() {
                 "{tool} outputSchema must require {name}: {schema}"
             );
         }
-        let errors = schema_errors(&schema, &schema, &result.structured, tool);
+        let errors = schema_errors(&schema, &result.structured);
         assert!(
             errors.is_empty(),
             "{errors:#?}\nschema: {schema}\nresult: {}",
@@ -1187,6 +720,47 @@ async fn p2_structured_content_matches_the_output_schema() {
         "{}",
         chunk.raw
     );
+}
+
+/// The output-schema check itself: a real `search_docs` answer fits its schema, and the same
+/// answer broken (hits not an array, a required field gone, a number turned into a string) is
+/// rejected, so that P2 cannot pass on a check that accepts everything.
+#[tokio::test]
+async fn p2_the_schema_check_rejects_a_result_that_breaks_the_output_schema() {
+    let env = sample_store();
+    let mcp = Mcp::start(&env, &[]).await;
+    let tools = mcp.client().list_all_tools().await.expect("tools/list");
+    let tool = tools
+        .iter()
+        .find(|t| t.name == "search_docs")
+        .expect("search_docs is listed");
+    let schema = Value::Object((**tool.output_schema.as_ref().expect("outputSchema")).clone());
+    let answer = mcp.search("p2/schema-check", signing()).await;
+    mcp.stop().await;
+    assert!(!answer.is_error, "{}", answer.raw);
+    let errors = schema_errors(&schema, &answer.structured);
+    assert!(errors.is_empty(), "{errors:#?}\nschema: {schema}");
+
+    let mut hits_not_an_array = answer.structured.clone();
+    hits_not_an_array["hits"] = json!("not a list of hits");
+    let mut generation_missing = answer.structured.clone();
+    generation_missing
+        .as_object_mut()
+        .expect("an object")
+        .remove("generation");
+    let mut generation_a_string = answer.structured.clone();
+    generation_a_string["generation"] = json!("seven");
+    for (case, wrong) in [
+        ("hits not an array", hits_not_an_array),
+        ("generation missing", generation_missing),
+        ("generation a string", generation_a_string),
+        ("not an object", json!(["hits"])),
+    ] {
+        assert!(
+            !schema_errors(&schema, &wrong).is_empty(),
+            "{case}: accepted by the schema check: {wrong}\nschema: {schema}"
+        );
+    }
 }
 
 #[test]

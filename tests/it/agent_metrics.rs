@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use crate::agent_http::serve;
-use crate::agent_mcp::{sample_store, signing};
+use crate::support::http::serve;
+use crate::support::mcp::{sample_store, signing};
 
 /// One sample line of the text format: metric name, labels, value. Panics, naming the line, on
 /// anything the format does not allow (exposition format 0.0.4: `name{k="v",…} value`, label

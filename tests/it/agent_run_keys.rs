@@ -3,8 +3,8 @@
 
 use serde_json::json;
 
-use crate::agent_keys::{assert_executed_once, counts, executed};
-use crate::agent_mcp::{Mcp, sample_store, signing};
+use crate::support::ledger::{assert_executed_once, counts, executed};
+use crate::support::mcp::{Mcp, sample_store, signing};
 
 const SCOPE: &str = "local";
 

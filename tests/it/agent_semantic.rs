@@ -5,10 +5,10 @@
 
 use serde_json::json;
 
-use crate::agent_http::serve;
-use crate::agent_mcp::Mcp;
-use crate::embed_server::{EmbedServer, Vectors};
 use crate::support::Env;
+use crate::support::embed_server::{EmbedServer, Vectors};
+use crate::support::http::serve;
+use crate::support::mcp::Mcp;
 
 /// A sample store with every chunk embedded through `server` under model `words`.
 fn embedded_store(server: &EmbedServer) -> Env {

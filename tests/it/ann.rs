@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::embed_server::{EmbedServer, Vectors};
+use crate::support::embed_server::{EmbedServer, Vectors};
 use crate::support::{Env, assert_success};
 
 /// The threshold the tests run with: below the 300 chunks of `many_env`.

@@ -5,9 +5,9 @@
 
 use serde_json::{Value, json};
 
-use crate::agent_http::serve;
-use crate::agent_keys::{counts, executed};
-use crate::agent_mcp::{RawMcp, key, sample_store, signing};
+use crate::support::http::serve;
+use crate::support::ledger::{counts, executed};
+use crate::support::mcp::{RawMcp, key, sample_store, signing};
 
 /// A batch of two keyed searches, a `tools/list`, a notification and an element that is not a
 /// message; the answer must hold exactly ids 1, 2 and 3 and one error with no id.

@@ -14,9 +14,9 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::agent_http::serve_with_env;
-use crate::agent_keys::WriteLock;
-use crate::agent_mcp::{frozen_clock, key, sample_store, signing};
+use crate::support::http::serve_with_env;
+use crate::support::ledger::WriteLock;
+use crate::support::mcp::{frozen_clock, key, sample_store, signing};
 use crate::support::{BIN, Env, isolate};
 
 fn clients_dir() -> PathBuf {

@@ -5,15 +5,11 @@
 //! `RateLimit` fields, `Retry-After`); an origin not allowed is refused, preflight or not,
 //! with nothing that would let a browser read the refusal.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
-
 use serde_json::json;
 
-use crate::agent_http::{Reply, serve, serve_with_env, tokens_file};
-use crate::agent_keys::{counts, executed};
-use crate::agent_mcp::{frozen_clock, sample_store};
+use crate::support::http::{Reply, raw_request, serve, serve_with_env, tokens_file};
+use crate::support::ledger::{counts, executed};
+use crate::support::mcp::{frozen_clock, sample_store};
 
 const APP: &str = "https://app.example.com";
 
@@ -27,81 +23,6 @@ const REQUEST_HEADERS: [&str; 7] = [
     "last-event-id",
     "accept",
 ];
-
-/// One HTTP/1.1 request over its own connection (`Connection: close`), with exactly these
-/// headers besides Host, Content-Length and Connection; the reply read to the end, a chunked
-/// body decoded.
-pub fn raw_request(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> Reply {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).expect("send");
-    let mut response = Vec::new();
-    stream
-        .read_to_end(&mut response)
-        .unwrap_or_else(|err| panic!("read the answer to {method} {path}: {err}"));
-    parse_reply(&response)
-}
-
-fn parse_reply(response: &[u8]) -> Reply {
-    let text = String::from_utf8_lossy(response).into_owned();
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no end of headers: {text:?}"));
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {text:?}"));
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(name, value)| (name.trim().to_string(), value.trim().to_string()))
-        .collect();
-    let chunked = headers.iter().any(|(name, value)| {
-        name.eq_ignore_ascii_case("transfer-encoding") && value.eq_ignore_ascii_case("chunked")
-    });
-    let body = if chunked {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    Reply {
-        status,
-        headers,
-        body,
-    }
-}
-
-fn dechunk(mut rest: &str) -> String {
-    let mut body = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
-            .unwrap_or_else(|err| panic!("a chunk size ({err}): {size:?}"));
-        if size == 0 {
-            break;
-        }
-        body.push_str(&after[..size]);
-        rest = after[size..].trim_start_matches("\r\n");
-    }
-    body
-}
 
 /// The comma-separated values of a header, lowercased.
 fn listed(reply: &Reply, name: &str) -> Vec<String> {

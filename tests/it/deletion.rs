@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 
-use crate::support::{Env, clean_export};
+use crate::support::{Env, clean_export, is_root};
 
 #[test]
 fn mass_delete_is_refused_and_changes_nothing() {
@@ -88,12 +88,6 @@ fn unprivileged(command: &mut std::process::Command) {
     if is_root() {
         command.uid(65534).gid(65534);
     }
-}
-
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false)
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use crate::embed_server::{EmbedServer, Vectors};
+use crate::support::embed_server::{EmbedServer, Vectors};
 use crate::support::{Env, Rng};
 
 const ROUNDS: usize = 8;

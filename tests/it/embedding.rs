@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use crate::crash::assert_crashed_at;
-use crate::embed_server::{EmbedServer, Vectors};
 use crate::support::Env;
+use crate::support::embed_server::{EmbedServer, Vectors};
 
 /// Crash points reached while embedding and writing the vector index.
 pub const EMBED_POINTS: &[&str] = &[

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Env, clean_export, prerequisite_missing};
+use crate::support::{Env, clean_export, is_root, prerequisite_missing, tree_bytes};
 
 /// The exit statuses README.md documents.
 const DOCUMENTED: [i32; 5] = [0, 1, 2, 3, 75];
@@ -92,12 +92,6 @@ impl Drop for Tmpfs {
     }
 }
 
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false)
-}
-
 /// Writes `count` Markdown files of about 8 KB of varied words (a vocabulary of some 30,000
 /// words, so the index has real term dictionaries and postings), the same every time.
 fn generate_corpus(docs: &Path, count: usize) {
@@ -131,17 +125,6 @@ fn generate_corpus(docs: &Path, count: usize) {
         std::fs::create_dir_all(path.parent().expect("a parent")).expect("create folders");
         std::fs::write(path, text).expect("write a document");
     }
-}
-
-/// The bytes of every file under `dir`.
-fn tree_bytes(dir: &Path) -> u64 {
-    walkdir::WalkDir::new(dir)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.metadata().ok())
-        .filter(|meta| meta.is_file())
-        .map(|meta| meta.len())
-        .sum()
 }
 
 /// Fills `path` with `bytes` of zeros (really written: a sparse file takes no space).
@@ -348,7 +331,9 @@ fn enospc_at_any_moment_on_either_store_leaves_a_store_the_next_run_heals() {
 fn a_disk_filling_up_during_the_first_embedding_leaves_no_temporary_file_and_heals() {
     let mut env = Env::empty();
     generate_corpus(&env.docs, 40);
-    let server = crate::embed_server::EmbedServer::start(crate::embed_server::Vectors::Words);
+    let server = crate::support::embed_server::EmbedServer::start(
+        crate::support::embed_server::Vectors::Words,
+    );
     let flags = server.flags("words");
     let embed: Vec<&str> = flags.iter().map(String::as_str).collect();
     // What the embedding adds to a store: the ledger's vectors and the vector index.
@@ -629,7 +614,7 @@ async fn a_store_on_a_read_only_mount_answers_every_read_command() {
 
     // The agent path answers, and records nothing it cannot: an unkeyed call is answered and
     // marked read-only, a call with a new key is refused with the reason.
-    let mcp = crate::agent_mcp::Mcp::start(&env, &[]).await;
+    let mcp = crate::support::mcp::Mcp::start(&env, &[]).await;
     let arguments = serde_json::json!({"query": "signing key", "top_k": 5});
     let answer = mcp
         .call("search_docs", arguments.clone(), Value::Null)
@@ -651,7 +636,7 @@ async fn a_store_on_a_read_only_mount_answers_every_read_command() {
         keyed.raw
     );
     mcp.stop().await;
-    let server = crate::agent_http::serve(&env, &[]);
+    let server = crate::support::http::serve(&env, &[]);
     let reply = server.search(None, &arguments.to_string());
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(

@@ -7,14 +7,13 @@
 //! Security AsciiDoc corpus reads fast with its headings; and the fuzz properties hold on
 //! hostile inputs.
 
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::path::Path;
-use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::support::{Env, assert_success, copy_tree, corpus, warnings};
+use crate::support::{Env, assert_success, copy_tree, corpus, run_bounded, warnings};
 
 /// Far above what ingesting a few small files takes, far below what the bombs would take
 /// in-process.
@@ -164,62 +163,6 @@ fn hostile_pdfs() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-/// Runs `groundidx ARGS…` while watching its peak resident set (its children are apart);
-/// kills it past `RSS_LIMIT_KIB`.
-fn run_bounded(env: &Env, args: &[&str]) -> (Output, u64) {
-    let mut child = env
-        .command(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn groundidx");
-    let status_file = format!("/proc/{}/status", child.id());
-    let mut stdout = child.stdout.take().expect("stdout");
-    let mut stderr = child.stderr.take().expect("stderr");
-    let out = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stdout.read_to_end(&mut bytes);
-        bytes
-    });
-    let err = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stderr.read_to_end(&mut bytes);
-        bytes
-    });
-    let mut peak = 0;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("poll groundidx") {
-            break status;
-        }
-        if let Ok(text) = std::fs::read_to_string(&status_file) {
-            let hwm = text
-                .lines()
-                .find_map(|line| line.strip_prefix("VmHWM:"))
-                .and_then(|rest| {
-                    rest.trim()
-                        .trim_end_matches("kB")
-                        .trim()
-                        .parse::<u64>()
-                        .ok()
-                })
-                .unwrap_or(0);
-            peak = peak.max(hwm);
-        }
-        if peak > RSS_LIMIT_KIB {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("groundidx {args:?} grew past {peak} KiB resident and was killed");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let output = Output {
-        status,
-        stdout: out.join().expect("stdout reader"),
-        stderr: err.join().expect("stderr reader"),
-    };
-    (output, peak)
-}
-
 /// The first hit of `query`.
 fn first_hit(env: &Env, query: &str) -> Value {
     let found = env.search(query, 3);
@@ -310,7 +253,7 @@ fn hostile_pdfs_are_warnings_and_the_run_goes_on() {
     let docs = env.docs.to_str().expect("utf-8").to_string();
     let args = ["ingest", docs.as_str(), "--json"];
     let started = Instant::now();
-    let (output, peak) = run_bounded(&env, &args);
+    let (output, peak) = run_bounded(&env, &args, RSS_LIMIT_KIB);
     assert_success(&output, &args);
     eprintln!(
         "hostile PDFs ingested in {:?}, peak {peak} KiB",

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::support::{Env, assert_no_leftovers};
+use crate::support::{Env, assert_no_leftovers, is_root};
 
 /// The first segment file of the index with this extension.
 fn segment_file(store: &Path, extension: &str) -> PathBuf {
@@ -317,10 +317,4 @@ fn an_unreadable_index_folder_is_an_io_failure_not_a_usage_error() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-}
-
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false)
 }

@@ -4,15 +4,11 @@
 //! and its memory stays bounded (measured from `/proc`, the child killed past the limit, so a
 //! regression fails the test instead of taking the machine).
 
-use std::io::Read as _;
-use std::process::{Output, Stdio};
-use std::time::Duration;
-
 use groundidx::chunk::{ChunkConfig, chunk_document};
 use groundidx::format::Format;
 use serde_json::Value;
 
-use crate::support::{Env, assert_success};
+use crate::support::{Env, assert_success, run_bounded};
 
 /// Far above what ingesting a few small files takes, far below what an expanded alias bomb takes.
 const RSS_LIMIT_KIB: u64 = 1 << 20;
@@ -29,60 +25,6 @@ fn billion_laughs() -> String {
     }
     text.push_str("tags: *i\n---\n# Laughter\n\nThe alias bomb body is indexed.\n");
     text
-}
-
-/// Runs `groundidx ARGS…` while watching its peak resident set; kills it past `RSS_LIMIT_KIB`.
-/// Returns the output and the peak (KiB).
-fn run_bounded(env: &Env, args: &[&str]) -> (Output, u64) {
-    let mut child = env
-        .command(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn groundidx");
-    let status_file = format!("/proc/{}/status", child.id());
-    let mut stdout = child.stdout.take().expect("stdout");
-    let mut stderr = child.stderr.take().expect("stderr");
-    let out = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stdout.read_to_end(&mut bytes);
-        bytes
-    });
-    let err = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stderr.read_to_end(&mut bytes);
-        bytes
-    });
-    let mut peak = 0;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("poll groundidx") {
-            break status;
-        }
-        if let Ok(text) = std::fs::read_to_string(&status_file) {
-            peak = peak.max(vm_hwm_kib(&text));
-        }
-        if peak > RSS_LIMIT_KIB {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("groundidx {args:?} grew past {peak} KiB resident and was killed");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let output = Output {
-        status,
-        stdout: out.join().expect("stdout reader"),
-        stderr: err.join().expect("stderr reader"),
-    };
-    (output, peak)
-}
-
-/// `VmHWM` (peak resident set) from a `/proc/PID/status` text, in KiB.
-fn vm_hwm_kib(status: &str) -> u64 {
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 fn hits_for(env: &Env, query: &str) -> Vec<String> {
@@ -135,7 +77,7 @@ fn hostile_front_matter_warns_indexes_the_body_and_stays_small() {
         ),
     );
     let docs = env.docs.to_str().expect("utf-8");
-    let (output, peak_kib) = run_bounded(&env, &["ingest", docs, "--json"]);
+    let (output, peak_kib) = run_bounded(&env, &["ingest", docs, "--json"], RSS_LIMIT_KIB);
     assert_success(&output, &["ingest"]);
     eprintln!("peak resident set of the ingest: {peak_kib} KiB");
     let report: Value = serde_json::from_slice(&output.stdout).expect("ingest JSON");

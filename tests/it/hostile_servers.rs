@@ -5,13 +5,14 @@
 //! 429, waits and embeds each passage once), and lexical search keeps working.
 
 use std::io::{BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
 use crate::support::Env;
+use crate::support::embed_server::{listen, read_request};
 
 /// What the server does with request number `n` (0 is the probe) of `inputs` texts: the whole
 /// HTTP response, or `None` to close the connection without answering.
@@ -25,27 +26,11 @@ struct Hostile {
 
 impl Hostile {
     fn start(respond: Respond) -> Hostile {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let port = listener.local_addr().expect("address").port();
         let requests = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let (counter, stopped) = (Arc::clone(&requests), Arc::clone(&stop));
-        std::thread::spawn(move || {
-            while !stopped.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        let counter = Arc::clone(&counter);
-                        std::thread::spawn(move || {
-                            let _ = serve(stream, respond, port, &counter);
-                        });
-                    }
-                    Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(std::time::Duration::from_millis(5));
-                    }
-                    Err(_) => break,
-                }
-            }
+        let counter = Arc::clone(&requests);
+        let port = listen(&stop, move |stream| {
+            let _ = serve(stream, respond, &counter);
         });
         Hostile {
             port,
@@ -65,17 +50,14 @@ impl Drop for Hostile {
     }
 }
 
-fn serve(
-    stream: TcpStream,
-    respond: Respond,
-    port: u16,
-    counter: &AtomicUsize,
-) -> std::io::Result<()> {
+fn serve(stream: TcpStream, respond: Respond, counter: &AtomicUsize) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
+    // The port the client connected to: this server's own.
+    let port = stream.local_addr()?.port();
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = stream;
     loop {
-        let Some(body) = crate::embed_server::read_request(&mut reader)? else {
+        let Some(body) = read_request(&mut reader)? else {
             return Ok(());
         };
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);

@@ -6,7 +6,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, SystemTime};
 
-use crate::support::{Env, warnings};
+use crate::support::{Env, is_root, warnings};
 
 /// Starts `ingest --json` on the env's folder, held at pause point `point`, and waits until it
 /// is there; the test acts, then writes `PAUSE/resume`.
@@ -109,12 +109,6 @@ fn a_nul_byte_anywhere_makes_a_file_binary() {
     let text = String::from_utf8_lossy(&export.stdout);
     assert!(!text.contains("\\u0000"), "a NUL reached chunk text");
     assert!(!text.contains("lateword"), "the binary file was indexed");
-}
-
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false)
 }
 
 #[test]

@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
-use crate::embed_server::{EmbedServer, Vectors};
 use crate::support::Env;
+use crate::support::embed_server::{EmbedServer, Vectors};
 
 fn with_model(env: &Env, server: &EmbedServer, args: &[&str]) -> Value {
     let flags = server.flags("words");

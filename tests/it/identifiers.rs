@@ -295,7 +295,7 @@ fn tldr_tar_is_found_by_its_name() {
 
 /// The EIP-like documents ingested with the real local model, when it is there.
 fn eips_embedded() -> Option<Env> {
-    let model = crate::embed_server::model_dir()?;
+    let model = crate::support::embed_server::model_dir()?;
     let env = Env::empty();
     for (path, text) in EIPS {
         env.write(path, text);

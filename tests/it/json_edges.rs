@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::agent_http::{Reply, serve};
-use crate::agent_keys::{counts, executed};
-use crate::agent_mcp::{RawMcp, key, sample_store};
-use crate::cors::raw_request;
+use crate::support::http::raw_request;
+use crate::support::http::{Reply, serve};
+use crate::support::ledger::{counts, executed};
+use crate::support::mcp::{RawMcp, key, sample_store};
 
 const QUERY: &str = "rotate the signing key";
 

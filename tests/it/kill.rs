@@ -15,10 +15,10 @@
 //! `GROUNDIDX_SOAK_CHECK_EVERY=K` heals and compares with a clean ingest every K rounds
 //! (default 4). Run one alone with its name as the test filter.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::support::{Env, Rng, assert_no_leftovers, clean_export, corpus};
+use crate::support::{Env, Rng, assert_no_leftovers, clean_export, corpus, tree_bytes};
 
 fn setting(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -165,17 +165,6 @@ impl Soak<'_> {
         let again = self.env.json(&args);
         assert_eq!(again["chunks"]["added"], 0, "round {round}: {again}");
     }
-}
-
-/// Bytes of every file under `dir`.
-fn tree_bytes(dir: &Path) -> u64 {
-    walkdir::WalkDir::new(dir)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter_map(|e| e.metadata().ok())
-        .filter(|m| m.is_file())
-        .map(|m| m.len())
-        .sum()
 }
 
 #[test]

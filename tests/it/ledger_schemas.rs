@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::pg::{TestSchema, client};
 use crate::support::{BIN, Env, assert_success, isolate};
-use crate::support_pg::{TestSchema, client};
 
 /// Columns one dialect holds in a table both hold: (table, column, why).
 const SQLITE_ONLY_COLUMNS: &[(&str, &str, &str)] = &[

@@ -1,7 +1,11 @@
 //! Integration tests: the real `groundidx` binary on real folders.
 //!
 //! Table of contents, one file per promise:
-//! - `support`: the test environment (a temp copy of `sample_docs/`, a store, a runner).
+//! - `support`: the harness, one of each: the test environment (a temp copy of `sample_docs/`, a
+//!   store, a runner), child processes and signals, the seeded RNG, `groundidx mcp` and
+//!   `groundidx serve` as child processes with their clients, ledger row counts and locks, the
+//!   PostgreSQL test database, a real OpenAI-compatible embeddings server on loopback that counts
+//!   every passage it is given (vectors from the local model, or from a hash of the words).
 //! - `reingest`: invariant 1, a re-run on unchanged documents writes nothing.
 //! - `edits`: edits, renames, deletions and shared passages write only what changed.
 //! - `crash`: invariant 2, an abort at every named crash point heals on the next run.
@@ -18,8 +22,6 @@
 //! - `served_text`: `search`, `get_chunk` and `export` serve a passage byte for byte as a file
 //!   holds it now (indentation fixes, whitespace variants, deletions); a store of older chunk
 //!   IDs is chunked again by its next ingest.
-//! - `embed_server`: a real OpenAI-compatible embeddings server on loopback that counts every
-//!   passage it is given (vectors from the local model, or from a hash of the words).
 //! - `embedding`: every passage embedded once (no-op, edit, rename, shared passage, kill during
 //!   embedding, a new model), the vector index checked by `verify` and made by `rebuild`,
 //!   filters in every mode, an unreachable or failing model.
@@ -44,7 +46,7 @@
 //! - `prompt`: the progress bar on a terminal only, colour and `NO_COLOR`, text and JSON logs.
 //! - `tidy`: every source file documents itself and appears in ARCHITECTURE.md.
 //! - `agent_keys`: the keyed agent path through the library with a fake clock: concurrency,
-//!   retention and gc, the quota; and the ledger helpers the other agent files count rows with.
+//!   retention and gc, the quota.
 //! - `agent_mcp`: the agent tool over MCP stdio: keys, replays, mismatches, crashes, failures,
 //!   the quota and the MCP surface.
 //! - `agent_http`: the agent tool over HTTP (JSON API and `/mcp`): header keys, replays, the
@@ -68,7 +70,6 @@
 //! - `read_tools`: `read_document` around a hit, by lines and pages, pinned to a generation, in
 //!   parts; `list_documents` filtered and paged; the documents as MCP resources; keyed reads.
 //! - `agent_metrics`: `/metrics` stays valid and bounded whatever tool names requests carry.
-//! - `support_pg`: the PostgreSQL test database, a schema per test, a client to count rows.
 //! - `shared_ledger`: the shared PostgreSQL ledger: migrations, ingest under the lease from
 //!   several hosts, replicas equal to a clean ingest, kills at every shared crash point, the
 //!   lease's fence, one key, one audit row and one rate limit across hosts.
@@ -153,7 +154,6 @@ mod deletion;
 mod edits;
 mod embed_kill;
 mod embed_local;
-mod embed_server;
 mod embedding;
 mod faults;
 mod foreign_store;
@@ -197,7 +197,6 @@ mod signals;
 mod slow_clients;
 mod small_chunks;
 mod stat_cache;
-mod support_pg;
 mod tidy;
 mod two_roots;
 mod verify;

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::agent_http::serve;
-use crate::embed_server::{EmbedServer, Vectors, model_dir};
 use crate::embedding::assert_vectors_verified;
 use crate::support::Env;
+use crate::support::embed_server::{EmbedServer, Vectors, model_dir};
+use crate::support::http::serve;
 
 /// `ARGS… --json` with the embeddings server's flags for the model name `words`.
 fn with_words(env: &Env, server: &EmbedServer, args: &[&str]) -> Value {

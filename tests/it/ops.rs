@@ -200,7 +200,7 @@ fn serve_reindexes_on_an_interval_and_respects_the_writer_lock() {
     let env = crate::support::Env::sample();
     let docs = env.docs.to_str().expect("utf-8").to_string();
     // No store yet: the server ingests once before it serves.
-    let server = crate::agent_http::serve(&env, &["--reindex", &docs, "--every", "1s"]);
+    let server = crate::support::http::serve(&env, &["--reindex", &docs, "--every", "1s"]);
     let wait_for = |query: &str, path: &str| -> bool {
         let deadline = Instant::now() + Duration::from_secs(15);
         while Instant::now() < deadline {
@@ -326,7 +326,7 @@ fn parse_prometheus(text: &str) -> std::collections::BTreeMap<String, f64> {
 fn metrics_are_prometheus_text_and_count_calls() {
     let env = crate::support::Env::sample();
     env.ingest();
-    let server = crate::agent_http::serve(&env, &[]);
+    let server = crate::support::http::serve(&env, &[]);
     let body = r#"{"query": "signing key"}"#;
     assert_eq!(server.search(Some("m1"), body).status, 200);
     assert_eq!(server.search(Some("m1"), body).status, 200);

@@ -8,10 +8,10 @@ use rmcp::ServiceError;
 use rmcp::model::{ReadResourceRequestParams, RequestMetaObject};
 use serde_json::{Value, json};
 
-use crate::agent_http::serve;
-use crate::agent_keys::{counts, executed};
-use crate::agent_mcp::{Called, Mcp, key, sample_store};
 use crate::support::Env;
+use crate::support::http::serve;
+use crate::support::ledger::{counts, executed};
+use crate::support::mcp::{Called, Mcp, key, sample_store};
 
 fn passages(answer: &Value) -> &Vec<Value> {
     answer["passages"]

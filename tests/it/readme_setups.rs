@@ -11,10 +11,10 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::agent_http::{Server, serve, tokens_file};
-use crate::agent_mcp::Mcp;
-use crate::embed_server::model_dir;
 use crate::recorded_model::small_env;
+use crate::support::embed_server::model_dir;
+use crate::support::http::{Server, serve, tokens_file};
+use crate::support::mcp::Mcp;
 use crate::support::{BIN, Env, assert_success, isolate};
 
 fn repository_file(name: &str) -> String {
@@ -304,7 +304,7 @@ fn assert_http_config_serves(server: &Server, url: &str, headers: &[(String, Str
 #[tokio::test]
 async fn every_client_configuration_in_readme_starts_a_server() {
     let readme = repository_file("README.md");
-    let env = crate::agent_mcp::sample_store();
+    let env = crate::support::mcp::sample_store();
     let places = Places {
         store: &env.store,
         docs: &env.docs,

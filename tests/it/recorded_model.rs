@@ -10,9 +10,9 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use crate::agent_mcp::Mcp;
-use crate::embed_server::model_dir;
 use crate::embedding::active_model;
+use crate::support::embed_server::model_dir;
+use crate::support::mcp::Mcp;
 use crate::support::{Env, assert_success};
 
 /// A store of two short documents (few chunks: the real model is slow in a debug build).

@@ -6,9 +6,9 @@
 
 use serde_json::{Value, json};
 
-use crate::agent_mcp::Mcp;
-use crate::embed_server::{EmbedServer, Vectors, model_dir};
 use crate::support::Env;
+use crate::support::embed_server::{EmbedServer, Vectors, model_dir};
+use crate::support::mcp::Mcp;
 
 /// Every hit's similarity, best hit first; panics on a hit without one.
 fn similarities(answer: &Value) -> Vec<f64> {

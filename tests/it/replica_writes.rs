@@ -8,9 +8,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::embed_server::{EmbedServer, Vectors};
+use crate::support::embed_server::{EmbedServer, Vectors};
+use crate::support::pg::{TestSchema, client};
 use crate::support::{BIN, Env, assert_success, isolate};
-use crate::support_pg::{TestSchema, client};
 
 /// `groundidx --store STORE [shared ledger] ARGS…`.
 fn run(store: &Path, shared: Option<&TestSchema>, args: &[&str]) -> Output {

@@ -10,8 +10,8 @@ use groundidx::search::{self, SearchRequest};
 use groundidx::store::StoreReader;
 use serde_json::{Value, json};
 
-use crate::agent_keys::{key_row, ledger};
 use crate::support::Env;
+use crate::support::ledger::{key_row, ledger};
 
 const QUOKKA: &str = "# Quokka\n\nThe quokka census counts every quokka on the island.\n";
 

@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
-use crate::embed_server::{EmbedServer, Vectors, local_model, model_dir};
 use crate::support::Env;
+use crate::support::embed_server::{EmbedServer, Vectors, local_model, model_dir};
 
 fn ingest_local(env: &Env, model: &std::path::Path) -> Value {
     let docs = env.docs.to_str().expect("utf-8");

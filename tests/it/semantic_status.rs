@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::agent_http::serve;
-use crate::agent_mcp::Mcp;
-use crate::embed_server::model_dir;
 use crate::recorded_model::{model_copy, small_env};
+use crate::support::embed_server::model_dir;
+use crate::support::http::serve;
+use crate::support::mcp::Mcp;
 use crate::support::{Env, assert_success};
 
 /// A small store ingested with a copy of the real model (links to its files), and the copy.

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::agent_mcp::{Mcp, key};
+use crate::support::mcp::{Mcp, key};
 use crate::support::{Env, clean_export};
 
 const UNINDENTED: &str =

@@ -3,21 +3,18 @@
 //! healed, the lease's fence, and keys, audit, usage and the rate limit held across hosts.
 //!
 //! Each test has a PostgreSQL schema of its own in the database `.ci/run` starts
-//! (`support_pg`); without one the tests fail under CI and skip elsewhere.
+//! (`support::pg`); without one the tests fail under CI and skip elsewhere.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use groundidx::ledger::postgres::PG_SCHEMA_VERSION;
 use serde_json::Value;
 
-use crate::agent_http::{Server, serve_with_env};
 use crate::crash::assert_crashed_at;
-use crate::support::{
-    BIN, Env, assert_success, clean_export, index_files, isolate, parse_export, wait_paused,
-};
-use crate::support_pg::{TestSchema, client, count};
+use crate::support::http::Server;
+use crate::support::pg::{Host, SharedFixture, TestSchema, client, count};
+use crate::support::{BIN, Env, assert_success, index_files, isolate, wait_paused};
 
 /// Crash points on the shared ledger's paths: a writer's (lease, publish) and a replica's
 /// (fetch, mirror, bootstrap, progress).
@@ -34,89 +31,6 @@ pub const SHARED_POINTS: &[&str] = &[
     "spool.after_forward",
 ];
 
-/// One host: a store folder of its own, pointed at the shared schema.
-struct Host<'a> {
-    store: PathBuf,
-    schema: &'a TestSchema,
-}
-
-impl Host<'_> {
-    fn new<'a>(env: &Env, name: &str, schema: &'a TestSchema) -> Host<'a> {
-        Host {
-            store: env.tmp.path().join(name),
-            schema,
-        }
-    }
-
-    /// `groundidx --store STORE --ledger URL --ledger-schema S --lease-ttl 1s ARGS…`.
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(BIN);
-        isolate(&mut command);
-        command
-            .arg("--store")
-            .arg(&self.store)
-            .args(self.schema.args())
-            .args(["--lease-ttl", "1s"])
-            .args(args);
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("run groundidx")
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let output = self.run(args);
-        assert_success(&output, args);
-        serde_json::from_slice(&output.stdout).expect("JSON on stdout")
-    }
-
-    fn ingest(&self, docs: &Path) -> Value {
-        self.json(&[
-            "ingest",
-            docs.to_str().expect("utf-8"),
-            "--json",
-            "--wait",
-            "30",
-        ])
-    }
-
-    fn sync(&self) -> Value {
-        self.json(&["sync", "--json"])
-    }
-
-    /// The replica's chunks (read locally, as every reader does).
-    fn export(&self) -> std::collections::BTreeMap<String, crate::support::Exported> {
-        let output = self.run(&["export"]);
-        assert_success(&output, &["export"]);
-        parse_export(&String::from_utf8_lossy(&output.stdout))
-    }
-
-    fn assert_verified(&self) {
-        let report = self.json(&["verify", "--json"]);
-        assert_eq!(report["identical"], true, "verify: {report}");
-    }
-}
-
-fn schema(test: &str) -> Option<TestSchema> {
-    TestSchema::new(test)
-}
-
-/// The shared ledger's counter row: (generation, log position).
-fn counters(schema: &TestSchema) -> (i64, i64) {
-    let row = client(&schema.url)
-        .query_one(
-            format!(
-                "SELECT generation, log_seq FROM \"{}\".ledger_meta",
-                schema.name
-            )
-            .as_str(),
-            &[],
-        )
-        .expect("read ledger_meta");
-    (row.get(0), row.get(1))
-}
-
 /// Edits of every kind to the sample documents: a change, a deletion, a rename, new files.
 fn edit(env: &Env) {
     let key_rotation = env.docs.join("handbook/key-rotation.md");
@@ -132,49 +46,31 @@ fn edit(env: &Env) {
     }
 }
 
-/// Every replica holds what a clean ingest of the folder holds, once each, verified; and the
-/// shared ledger holds exactly as many chunks.
-fn assert_all_equal_clean(env: &Env, schema: &TestSchema, hosts: &[&Host<'_>]) {
-    let clean = clean_export(&env.docs);
-    for host in hosts {
-        assert_eq!(host.export(), clean, "replica {}", host.store.display());
-        host.assert_verified();
-    }
-    assert_eq!(
-        count(&schema.url, &schema.name, "chunks") as usize,
-        clean.len(),
-        "the shared ledger's chunks"
-    );
-}
-
 /// A shared ledger an older groundidx wrote (chunk IDs of whitespace-folded text, the first
 /// variant stored): its writer's next ingest chunks every document again, and every replica,
 /// one made from the older state included, converges to a clean ingest, text and all.
 #[test]
 fn replicas_converge_after_a_writer_chunks_an_older_shared_ledger_again() {
-    let Some(schema) = schema("older_chunks") else {
+    let Some(f) = SharedFixture::empty("older_chunks") else {
         return;
     };
     let indented = "```python\ndef rotate(key):\n    return key.renew()\n```";
     let unindented = "```python\ndef rotate(key):\nreturn key.renew()\n```";
-    let env = Env::empty();
-    env.write("rotation.md", &format!("# Rotation\n\n{indented}\n"));
-    env.write("other.md", "# Other\n\nA page that does not change.\n");
-    let writer = Host::new(&env, "writer", &schema);
-    let replica = Host::new(&env, "replica", &schema);
-    writer.ingest(&env.docs);
+    f.write("rotation.md", &format!("# Rotation\n\n{indented}\n"));
+    f.write("other.md", "# Other\n\nA page that does not change.\n");
+    let [writer, replica] = f.ingested(["writer", "replica"]);
     // The older groundidx's rows, in the shared ledger and in its writer's mirror.
     crate::served_text::make_ledger_older(
         &writer.store.join("ledger.sqlite"),
         indented,
         unindented,
     );
-    let mut shared = client(&schema.url);
+    let mut shared = client(&f.schema.url);
     let rows = shared
         .query(
             format!(
                 "SELECT chunk_id, heading, text FROM \"{}\".chunks",
-                schema.name
+                f.schema.name
             )
             .as_str(),
             &[],
@@ -189,7 +85,7 @@ fn replicas_converge_after_a_writer_chunks_an_older_shared_ledger_again() {
         } else {
             text.as_str()
         };
-        let name = &schema.name;
+        let name = &f.schema.name;
         shared
             .execute(
                 format!(
@@ -218,12 +114,12 @@ fn replicas_converge_after_a_writer_chunks_an_older_shared_ledger_again() {
         "the replica did not copy the older state"
     );
 
-    let report = writer.ingest(&env.docs);
+    let report = writer.ingest(&f.env.docs);
     assert_eq!(report["documents"]["rechunked"], 2, "{report}");
     assert_eq!(report["chunks"]["added"], 2, "{report}");
     assert_eq!(report["chunks"]["removed"], 2, "{report}");
     replica.sync();
-    assert_all_equal_clean(&env, &schema, &[&writer, &replica]);
+    f.assert_all_equal_clean(&[&writer, &replica]);
 }
 
 /// What an older chunking recipe left, in the SQL both dialects share: no chunk for a file of a
@@ -243,15 +139,12 @@ UPDATE documents SET recipe_version = 0;
 /// a clean ingest.
 #[test]
 fn a_writer_chunks_again_what_an_older_recipe_published() {
-    let Some(schema) = schema("older_recipe") else {
+    let Some(f) = SharedFixture::empty("older_recipe") else {
         return;
     };
-    let env = Env::empty();
-    env.write("dlq.md", "# Dead letter queues\n");
-    env.write("other.md", "# Other\n\nA page that does not change.\n");
-    let writer = Host::new(&env, "writer", &schema);
-    let replica = Host::new(&env, "replica", &schema);
-    writer.ingest(&env.docs);
+    f.write("dlq.md", "# Dead letter queues\n");
+    f.write("other.md", "# Other\n\nA page that does not change.\n");
+    let [writer, replica] = f.ingested(["writer", "replica"]);
     let mirror = rusqlite::Connection::open(writer.store.join("ledger.sqlite")).expect("open");
     // Stats recorded an hour after the files were written: the stat cache vouches for both.
     mirror
@@ -260,10 +153,10 @@ fn a_writer_chunks_again_what_an_older_recipe_published() {
         ))
         .expect("make the mirror older");
     drop(mirror);
-    client(&schema.url)
+    client(&f.schema.url)
         .batch_execute(&format!(
             "SET search_path TO \"{}\"; {OLDER_RECIPE}",
-            schema.name
+            f.schema.name
         ))
         .expect("make the shared ledger older");
     replica.sync();
@@ -275,21 +168,21 @@ fn a_writer_chunks_again_what_an_older_recipe_published() {
         "the replica did not copy the older state"
     );
 
-    let report = writer.ingest(&env.docs);
+    let report = writer.ingest(&f.env.docs);
     assert_eq!(report["documents"]["rechunked"], 2, "{report}");
     assert_eq!(report["chunks"]["added"], 1, "{report}");
     let current = groundidx::chunk::CHUNKER_VERSION;
     assert_eq!(
         count(
-            &schema.url,
-            &schema.name,
+            &f.schema.url,
+            &f.schema.name,
             &format!("documents WHERE recipe_version = {current}")
         ),
         2,
         "the shared ledger records the recipe"
     );
     replica.sync();
-    assert_all_equal_clean(&env, &schema, &[&writer, &replica]);
+    f.assert_all_equal_clean(&[&writer, &replica]);
     let mirrored: i64 = rusqlite::Connection::open(replica.store.join("ledger.sqlite"))
         .expect("open")
         .query_row(
@@ -299,17 +192,16 @@ fn a_writer_chunks_again_what_an_older_recipe_published() {
         )
         .expect("count");
     assert_eq!(mirrored, 2, "the replica copies the recipe");
-    let again = writer.ingest(&env.docs);
+    let again = writer.ingest(&f.env.docs);
     assert_eq!(again["documents"]["rechunked"], 0, "{again}");
 }
 
 #[test]
 fn migrate_creates_the_schema_once_and_refuses_what_is_not_its_own() {
-    let Some(schema) = schema("migrate") else {
+    let Some(f) = SharedFixture::empty("migrate") else {
         return;
     };
-    let env = Env::empty();
-    let host = Host::new(&env, "a", &schema);
+    let host = f.host("a");
     let check = host.run(&["migrate", "--check", "--json"]);
     assert_eq!(
         check.status.code(),
@@ -324,16 +216,13 @@ fn migrate_creates_the_schema_once_and_refuses_what_is_not_its_own() {
     let again = host.json(&["migrate", "--json"]);
     assert_eq!(again["from"], again["to"], "{again}");
     assert_success(&host.run(&["migrate", "--check"]), &["migrate", "--check"]);
-    assert_eq!(
-        count(&schema.url, &schema.name, "schema_migrations"),
-        PG_SCHEMA_VERSION
-    );
+    assert_eq!(f.count("schema_migrations"), PG_SCHEMA_VERSION);
 
     // A version from a newer groundidx is refused by every command, and left as it is.
-    client(&schema.url)
+    client(&f.schema.url)
         .batch_execute(&format!(
             "INSERT INTO \"{}\".schema_migrations (version, name) VALUES (99, 'future')",
-            schema.name
+            f.schema.name
         ))
         .expect("pretend a newer version");
     for args in [vec!["migrate"], vec!["sync"]] {
@@ -356,7 +245,7 @@ fn migrate_creates_the_schema_once_and_refuses_what_is_not_its_own() {
             foreign.name
         ))
         .expect("a foreign schema");
-    let other = Host::new(&env, "b", &foreign);
+    let other = Host::new(&f.env, "b", &foreign);
     let output = other.run(&["migrate"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("another program"));
@@ -373,13 +262,10 @@ fn migrate_creates_the_schema_once_and_refuses_what_is_not_its_own() {
 
 #[test]
 fn hosts_migrating_at_once_apply_each_migration_once() {
-    let Some(schema) = schema("migrate_race") else {
+    let Some(f) = SharedFixture::empty("migrate_race") else {
         return;
     };
-    let env = Env::empty();
-    let hosts: Vec<Host<'_>> = (0..4)
-        .map(|i| Host::new(&env, &format!("h{i}"), &schema))
-        .collect();
+    let hosts: Vec<Host<'_>> = (0..4).map(|i| f.host(&format!("h{i}"))).collect();
     let children: Vec<_> = hosts
         .iter()
         .map(|host| {
@@ -394,32 +280,28 @@ fn hosts_migrating_at_once_apply_each_migration_once() {
         let output = child.wait_with_output().expect("wait");
         assert_success(&output, &["migrate"]);
     }
-    assert_eq!(
-        count(&schema.url, &schema.name, "schema_migrations"),
-        PG_SCHEMA_VERSION
-    );
-    assert_eq!(count(&schema.url, &schema.name, "ledger_meta"), 1);
+    assert_eq!(f.count("schema_migrations"), PG_SCHEMA_VERSION);
+    assert_eq!(f.count("ledger_meta"), 1);
 }
 
 #[test]
 fn a_second_ingest_writes_nothing_to_the_shared_ledger() {
-    let Some(schema) = schema("reingest") else {
+    let Some(f) = SharedFixture::sample("reingest") else {
         return;
     };
-    let env = Env::sample();
-    let host = Host::new(&env, "a", &schema);
-    let first = host.ingest(&env.docs);
+    let host = f.host("a");
+    let first = host.ingest(&f.env.docs);
     assert!(first["chunks"]["added"].as_u64() > Some(0));
-    let before = counters(&schema);
-    let log_rows = count(&schema.url, &schema.name, "chunk_log");
-    let replica = Host::new(&env, "replica", &schema);
+    let before = f.counters();
+    let log_rows = f.count("chunk_log");
+    let replica = f.host("replica");
     replica.sync();
     let (writer_index, replica_index) = (index_files(&host.store), index_files(&replica.store));
-    let again = host.ingest(&env.docs);
+    let again = host.ingest(&f.env.docs);
     assert_eq!(again["chunks"]["added"], 0, "{again}");
     assert_eq!(again["chunks"]["removed"], 0, "{again}");
-    assert_eq!(counters(&schema), before, "the counters did not move");
-    assert_eq!(count(&schema.url, &schema.name, "chunk_log"), log_rows);
+    assert_eq!(f.counters(), before, "the counters did not move");
+    assert_eq!(f.count("chunk_log"), log_rows);
     // No Tantivy segment either, on the writer or on a replica that syncs again.
     assert_eq!(replica.sync()["mirror"], "in_step");
     assert_eq!(
@@ -433,27 +315,24 @@ fn a_second_ingest_writes_nothing_to_the_shared_ledger() {
         "the replica's index was written"
     );
     // A second host ingesting the same folder (same root) finds everything in place too.
-    let other = Host::new(&env, "b", &schema);
-    let theirs = other.ingest(&env.docs);
+    let other = f.host("b");
+    let theirs = other.ingest(&f.env.docs);
     assert_eq!(theirs["chunks"]["added"], 0, "{theirs}");
-    assert_eq!(counters(&schema), before);
-    assert_all_equal_clean(&env, &schema, &[&host, &other]);
+    assert_eq!(f.counters(), before);
+    f.assert_all_equal_clean(&[&host, &other]);
 }
 
 #[test]
 fn every_replica_holds_what_a_clean_ingest_holds() {
-    let Some(schema) = schema("replicas") else {
+    let Some(f) = SharedFixture::sample("replicas") else {
         return;
     };
-    let env = Env::sample();
-    let writer = Host::new(&env, "writer", &schema);
-    let early = Host::new(&env, "early", &schema);
-    writer.ingest(&env.docs);
+    let [writer, early] = f.ingested(["writer", "early"]);
     assert_eq!(early.sync()["mirror"], "bootstrapped");
-    edit(&env);
+    edit(&f.env);
     let report = writer.json(&[
         "ingest",
-        env.docs.to_str().expect("utf-8"),
+        f.env.docs.to_str().expect("utf-8"),
         "--json",
         "--batch-files",
         "3",
@@ -461,11 +340,11 @@ fn every_replica_holds_what_a_clean_ingest_holds() {
     assert!(report["chunks"]["removed"].as_u64() > Some(0), "{report}");
     assert_eq!(early.sync()["mirror"], "pulled");
     assert_eq!(early.sync()["mirror"], "in_step");
-    let late = Host::new(&env, "late", &schema);
+    let late = f.host("late");
     assert_eq!(late.sync()["mirror"], "bootstrapped");
-    assert_all_equal_clean(&env, &schema, &[&writer, &early, &late]);
+    f.assert_all_equal_clean(&[&writer, &early, &late]);
     // The answers name the shared generation on every host.
-    let generation = counters(&schema).0;
+    let generation = f.counters().0;
     for host in [&writer, &early, &late] {
         let answer = host.json(&["search", "rotate the signing key", "--json"]);
         assert_eq!(answer["generation"].as_i64(), Some(generation), "{answer}");
@@ -475,7 +354,7 @@ fn every_replica_holds_what_a_clean_ingest_holds() {
     own.ingest();
     let foreign_store = Host {
         store: own.store.clone(),
-        schema: &schema,
+        schema: &f.schema,
     };
     let refused = foreign_store.run(&["sync"]);
     assert_eq!(refused.status.code(), Some(2));
@@ -485,7 +364,7 @@ fn every_replica_holds_what_a_clean_ingest_holds() {
     let alone = alone
         .arg("--store")
         .arg(&early.store)
-        .args(["ingest", env.docs.to_str().expect("utf-8")])
+        .args(["ingest", f.env.docs.to_str().expect("utf-8")])
         .output()
         .expect("run");
     assert_eq!(alone.status.code(), Some(2));
@@ -514,21 +393,18 @@ fn a_writer_killed_at_any_point_leaves_one_copy_of_every_chunk() {
         "lease.before_release",
     ];
     for point in writer_points {
-        let Some(schema) = schema("writer_kill") else {
+        let Some(f) = SharedFixture::sample("writer_kill") else {
             return;
         };
-        let env = Env::sample();
-        let writer = Host::new(&env, "writer", &schema);
-        let reader = Host::new(&env, "reader", &schema);
-        writer.ingest(&env.docs);
+        let [writer, reader] = f.ingested(["writer", "reader"]);
         reader.sync();
-        edit(&env);
-        let docs = env.docs.to_str().expect("utf-8");
+        edit(&f.env);
+        let docs = f.env.docs.to_str().expect("utf-8");
         crash(&writer, &["ingest", docs, "--batch-files", "3"], point);
         // The killed writer's lease lasts 1 s; the next run waits it out and heals.
-        writer.ingest(&env.docs);
+        writer.ingest(&f.env.docs);
         reader.sync();
-        assert_all_equal_clean(&env, &schema, &[&writer, &reader]);
+        f.assert_all_equal_clean(&[&writer, &reader]);
     }
 }
 
@@ -538,40 +414,34 @@ fn a_replica_killed_at_any_point_heals_at_its_next_sync() {
         .iter()
         .filter(|p| p.starts_with("replica.") || p.starts_with("bootstrap."))
     {
-        let Some(schema) = schema("replica_kill") else {
+        let Some(f) = SharedFixture::sample("replica_kill") else {
             return;
         };
-        let env = Env::sample();
-        let writer = Host::new(&env, "writer", &schema);
-        let reader = Host::new(&env, "reader", &schema);
-        writer.ingest(&env.docs);
+        let [writer, reader] = f.ingested(["writer", "reader"]);
         if point.starts_with("replica.") {
             reader.sync();
-            edit(&env);
-            writer.ingest(&env.docs);
+            edit(&f.env);
+            writer.ingest(&f.env.docs);
         }
         crash(&reader, &["sync"], point);
         reader.sync();
         // Once more over the same range: nothing changes.
         reader.sync();
-        assert_all_equal_clean(&env, &schema, &[&writer, &reader]);
+        f.assert_all_equal_clean(&[&writer, &reader]);
     }
 }
 
 #[test]
 fn a_writer_killed_mid_batch_on_one_host_is_healed_by_another() {
-    let Some(schema) = schema("takeover") else {
+    let Some(f) = SharedFixture::sample("takeover") else {
         return;
     };
-    let env = Env::sample();
-    let a = Host::new(&env, "a", &schema);
-    let b = Host::new(&env, "b", &schema);
-    a.ingest(&env.docs);
-    edit(&env);
+    let [a, b] = f.ingested(["a", "b"]);
+    edit(&f.env);
     // Host A publishes its first batch and is killed before its mirror commits it.
-    let pauses = env.tmp.path().join("pauses");
+    let pauses = f.env.tmp.path().join("pauses");
     std::fs::create_dir_all(&pauses).expect("pause folder");
-    let docs = env.docs.to_str().expect("utf-8");
+    let docs = f.env.docs.to_str().expect("utf-8");
     let mut held = a
         .command(&["ingest", docs, "--batch-files", "3"])
         .env(
@@ -586,17 +456,17 @@ fn a_writer_killed_mid_batch_on_one_host_is_healed_by_another() {
     held.kill().expect("kill -9");
     held.wait().expect("reap");
     // Host B waits out the lease (1 s), takes it at the next epoch, and finishes the job.
-    let epoch_before: i64 = client(&schema.url)
+    let epoch_before: i64 = client(&f.schema.url)
         .query_one(
-            format!("SELECT epoch FROM \"{}\".writer_lease", schema.name).as_str(),
+            format!("SELECT epoch FROM \"{}\".writer_lease", f.schema.name).as_str(),
             &[],
         )
         .expect("lease")
         .get(0);
-    b.ingest(&env.docs);
-    let epoch_after: i64 = client(&schema.url)
+    b.ingest(&f.env.docs);
+    let epoch_after: i64 = client(&f.schema.url)
         .query_one(
-            format!("SELECT epoch FROM \"{}\".writer_lease", schema.name).as_str(),
+            format!("SELECT epoch FROM \"{}\".writer_lease", f.schema.name).as_str(),
             &[],
         )
         .expect("lease")
@@ -604,19 +474,19 @@ fn a_writer_killed_mid_batch_on_one_host_is_healed_by_another() {
     assert!(epoch_after > epoch_before);
     // Host A's mirror lacks its own last batch; its next sync brings it.
     a.sync();
-    assert_all_equal_clean(&env, &schema, &[&a, &b]);
+    f.assert_all_equal_clean(&[&a, &b]);
 }
 
 #[test]
 fn the_lease_fences_a_writer_that_lost_it() {
     use groundidx::ledger::postgres::{PgLedger, PgOptions};
-    let Some(schema) = schema("fence") else {
+    let Some(f) = SharedFixture::sample("fence") else {
         return;
     };
     let ledger = PgLedger::open(
         &PgOptions {
-            url: schema.url.clone(),
-            schema: schema.name.clone(),
+            url: f.schema.url.clone(),
+            schema: f.schema.name.clone(),
             max_connections: 2,
             ca_file: None,
         },
@@ -653,43 +523,22 @@ fn the_lease_fences_a_writer_that_lost_it() {
         .publish_run(second.epoch, "b", &run)
         .expect("the holder writes");
     // A lease held by a live writer makes another wait, then exit 75 naming the holder.
-    let env = Env::sample();
-    let host = Host::new(&env, "c", &schema);
-    let busy = host.run(&["ingest", env.docs.to_str().expect("utf-8"), "--no-wait"]);
+    let host = f.host("c");
+    let busy = host.run(&["ingest", f.env.docs.to_str().expect("utf-8"), "--no-wait"]);
     assert_eq!(busy.status.code(), Some(75));
     assert!(String::from_utf8_lossy(&busy.stderr).contains("holds the shared ledger's lease"));
     ledger.release_lease(&second).expect("release");
-    host.ingest(&env.docs);
-}
-
-/// A `serve` host on the shared schema, with `envs` set.
-fn serve_host(
-    env: &Env,
-    schema: &TestSchema,
-    name: &str,
-    extra: &[&str],
-    envs: &[(&str, &str)],
-) -> Server {
-    let host_env = Env {
-        tmp: tempfile::tempdir().expect("temp"),
-        docs: env.docs.clone(),
-        store: env.tmp.path().join(name),
-    };
-    let args = schema.args();
-    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
-    all.extend_from_slice(extra);
-    serve_with_env(&host_env, &all, envs)
+    host.ingest(&f.env.docs);
 }
 
 #[test]
 fn the_same_key_sent_to_two_hosts_at_once_is_recorded_once() {
-    let Some(schema) = schema("same_key") else {
+    let Some(f) = SharedFixture::sample("same_key") else {
         return;
     };
-    let env = Env::sample();
-    Host::new(&env, "writer", &schema).ingest(&env.docs);
-    let a = std::sync::Arc::new(serve_host(&env, &schema, "a", &[], &[]));
-    let b = std::sync::Arc::new(serve_host(&env, &schema, "b", &[], &[]));
+    f.ingested(["writer"]);
+    let a = std::sync::Arc::new(f.serve("a", &[], &[]));
+    let b = std::sync::Arc::new(f.serve("b", &[], &[]));
     let body = r#"{"query": "rotate the signing key", "top_k": 3}"#;
     let threads: Vec<_> = (0..20)
         .map(|i| {
@@ -714,9 +563,9 @@ fn the_same_key_sent_to_two_hosts_at_once_is_recorded_once() {
             "every host answers the same bytes"
         );
     }
-    assert_eq!(count(&schema.url, &schema.name, "idempotency_keys"), 1);
-    assert_eq!(count(&schema.url, &schema.name, "audit_events"), 1);
-    assert_eq!(count(&schema.url, &schema.name, "usage_events"), 1);
+    assert_eq!(f.count("idempotency_keys"), 1);
+    assert_eq!(f.count("audit_events"), 1);
+    assert_eq!(f.count("usage_events"), 1);
     // The same key with other arguments is refused on either host.
     for server in [&a, &b] {
         let reply = server.post(
@@ -726,22 +575,21 @@ fn the_same_key_sent_to_two_hosts_at_once_is_recorded_once() {
         );
         assert_eq!(reply.status, 422, "{}", reply.body);
     }
-    assert_eq!(count(&schema.url, &schema.name, "audit_events"), 1);
+    assert_eq!(f.count("audit_events"), 1);
 }
 
 #[test]
 fn one_rate_limit_holds_across_hosts() {
-    let Some(schema) = schema("limit") else {
+    let Some(f) = SharedFixture::sample("limit") else {
         return;
     };
-    let env = Env::sample();
-    Host::new(&env, "writer", &schema).ingest(&env.docs);
+    f.ingested(["writer"]);
     let frozen = [("GROUNDIDX_FAKE_NOW_MS", "1800000000000")];
     let limit = ["--rate-limit", "10/60s"];
     let hosts = [
-        serve_host(&env, &schema, "a", &limit, &frozen),
-        serve_host(&env, &schema, "b", &limit, &frozen),
-        serve_host(&env, &schema, "c", &limit, &frozen),
+        f.serve("a", &limit, &frozen),
+        f.serve("b", &limit, &frozen),
+        f.serve("c", &limit, &frozen),
     ];
     let mut ok = 0;
     let mut limited = 0;
@@ -762,24 +610,22 @@ fn one_rate_limit_holds_across_hosts() {
         }
     }
     assert_eq!((ok, limited), (10, 20));
-    assert_eq!(count(&schema.url, &schema.name, "usage_events"), 10);
-    assert_eq!(count(&schema.url, &schema.name, "audit_events"), 10);
+    assert_eq!(f.count("usage_events"), 10);
+    assert_eq!(f.count("audit_events"), 10);
 }
 
 #[test]
 fn a_server_picks_up_what_another_host_ingests() {
-    let Some(schema) = schema("pickup") else {
+    let Some(f) = SharedFixture::sample("pickup") else {
         return;
     };
-    let env = Env::sample();
-    let writer = Host::new(&env, "writer", &schema);
-    writer.ingest(&env.docs);
-    let server = serve_host(&env, &schema, "server", &[], &[]);
-    env.write(
+    let [writer] = f.ingested(["writer"]);
+    let server = f.serve("server", &[], &[]);
+    f.write(
         "narwhal.md",
         "# Narwhal\n\nThe narwhal pipeline rotates tusks nightly.\n",
     );
-    writer.ingest(&env.docs);
+    writer.ingest(&f.env.docs);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let reply = server.post(
@@ -790,7 +636,7 @@ fn a_server_picks_up_what_another_host_ingests() {
         assert_eq!(reply.status, 200, "{}", reply.body);
         let answer: Value = serde_json::from_str(&reply.body).expect("JSON");
         if answer["hits"][0]["paths"][0] == "narwhal.md" {
-            assert_eq!(answer["generation"].as_i64(), Some(counters(&schema).0));
+            assert_eq!(answer["generation"].as_i64(), Some(f.counters().0));
             break;
         }
         assert!(
@@ -803,16 +649,18 @@ fn a_server_picks_up_what_another_host_ingests() {
 
 #[test]
 fn a_server_without_its_ledger_refuses_keyed_calls_and_spools_the_rest() {
-    let Some(cluster) = crate::support_pg::Cluster::start() else {
+    let Some(cluster) = crate::support::pg::Cluster::start() else {
         return;
     };
-    let schema = TestSchema {
-        url: cluster.url.clone(),
-        name: "groundidx".into(),
+    let f = SharedFixture {
+        env: Env::sample(),
+        schema: TestSchema {
+            url: cluster.url.clone(),
+            name: "groundidx".into(),
+        },
     };
-    let env = Env::sample();
-    Host::new(&env, "writer", &schema).ingest(&env.docs);
-    let server = serve_host(&env, &schema, "server", &[], &[]);
+    f.ingested(["writer"]);
+    let server = f.serve("server", &[], &[]);
     let search = r#"{"query": "rotate the signing key"}"#;
     let key = |k: &'static str| [("Idempotency-Key", k)];
     assert_eq!(
@@ -905,19 +753,21 @@ fn a_server_without_its_ledger_refuses_keyed_calls_and_spools_the_rest() {
 
 #[test]
 fn a_spooled_call_forwarded_twice_is_recorded_once() {
-    let Some(cluster) = crate::support_pg::Cluster::start() else {
+    let Some(cluster) = crate::support::pg::Cluster::start() else {
         return;
     };
-    let schema = TestSchema {
-        url: cluster.url.clone(),
-        name: "groundidx".into(),
+    let f = SharedFixture {
+        env: Env::sample(),
+        schema: TestSchema {
+            url: cluster.url.clone(),
+            name: "groundidx".into(),
+        },
     };
-    let env = Env::sample();
-    Host::new(&env, "writer", &schema).ingest(&env.docs);
+    f.ingested(["writer"]);
     // A frozen clock keeps every call in one rate-limit window.
     let frozen = [("GROUNDIDX_FAKE_NOW_MS", "1800000000000")];
     let limit = ["--rate-limit", "2/60s"];
-    let server = serve_host(&env, &schema, "server", &limit, &frozen);
+    let server = f.serve("server", &limit, &frozen);
     cluster.stop();
     let answered = server.post("/v1/tools/search_docs", &[], r#"{"query": "backups"}"#);
     assert_eq!(answered.status, 200, "{}", answered.body);
@@ -926,7 +776,7 @@ fn a_spooled_call_forwarded_twice_is_recorded_once() {
     cluster.resume();
     // Killed after the shared ledger took the spool, before the spool was emptied: forwarded
     // again by the next sync, and still one row.
-    let host = Host::new(&env, "server", &schema);
+    let host = f.host("server");
     crash(&host, &["sync"], "spool.after_forward");
     host.sync();
     host.sync();
@@ -945,7 +795,7 @@ fn a_spooled_call_forwarded_twice_is_recorded_once() {
         .expect("count the spool");
     assert_eq!(spool, 0, "the spool is empty once forwarded");
     // The forwarded unit counts in the shared rate limit too (once): of 2 units, 1 is left.
-    let other = serve_host(&env, &schema, "other", &limit, &frozen);
+    let other = f.serve("other", &limit, &frozen);
     let statuses: Vec<u16> = ["after-1", "after-2"]
         .iter()
         .map(|key| {
@@ -963,30 +813,27 @@ fn a_spooled_call_forwarded_twice_is_recorded_once() {
 
 #[test]
 fn a_replica_the_log_no_longer_reaches_copies_a_snapshot() {
-    let Some(schema) = schema("far_behind") else {
+    let Some(f) = SharedFixture::sample("far_behind") else {
         return;
     };
-    let env = Env::sample();
-    let writer = Host::new(&env, "writer", &schema);
-    let away = Host::new(&env, "away", &schema);
-    writer.ingest(&env.docs);
+    let [writer, away] = f.ingested(["writer", "away"]);
     away.sync();
-    edit(&env);
-    writer.ingest(&env.docs);
+    edit(&f.env);
+    writer.ingest(&f.env.docs);
     // The writer's close kept the log for the registered replica.
     assert_eq!(away.sync()["mirror"], "pulled");
-    env.write("later.md", "# Later\n\nWritten while a replica was away.\n");
-    writer.ingest(&env.docs);
-    let (_, head) = counters(&schema);
+    f.write("later.md", "# Later\n\nWritten while a replica was away.\n");
+    writer.ingest(&f.env.docs);
+    let (_, head) = f.counters();
     // Silent past the retention: marked stale, and the log goes past it.
     let gc = writer.json(&["gc", "--log-retention", "0s", "--json"]);
     assert_eq!(gc["log_floor"].as_i64(), Some(head), "{gc}");
     let state = |host: &Host<'_>| -> String {
-        client(&schema.url)
+        client(&f.schema.url)
             .query_one(
                 format!(
                     "SELECT state FROM \"{}\".consumers WHERE store_dir = $1",
-                    schema.name
+                    f.schema.name
                 )
                 .as_str(),
                 &[&host.store.display().to_string()],
@@ -995,31 +842,28 @@ fn a_replica_the_log_no_longer_reaches_copies_a_snapshot() {
             .get(0)
     };
     assert_eq!(state(&away), "stale");
-    assert_eq!(count(&schema.url, &schema.name, "chunk_log"), 0);
+    assert_eq!(f.count("chunk_log"), 0);
     assert_eq!(away.sync()["mirror"], "bootstrapped");
     assert_eq!(state(&away), "active");
-    assert_all_equal_clean(&env, &schema, &[&writer, &away]);
+    f.assert_all_equal_clean(&[&writer, &away]);
 }
 
 #[test]
 fn every_passage_is_embedded_once_whichever_host_runs_the_model() {
-    use crate::embed_server::{EmbedServer, Vectors};
-    let Some(schema) = schema("embed") else {
+    use crate::support::embed_server::{EmbedServer, Vectors};
+    let Some(f) = SharedFixture::sample("embed") else {
         return;
     };
-    let env = Env::sample();
     let model = EmbedServer::start(Vectors::Words);
     let flags = model.flags("words");
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let docs = env.docs.to_str().expect("utf-8");
+    let docs = f.env.docs.to_str().expect("utf-8");
     let ingest = |host: &Host<'_>| -> Value {
         let mut args = vec!["ingest", docs, "--json", "--wait", "30"];
         args.extend_from_slice(&flags);
         host.json(&args)
     };
-    let a = Host::new(&env, "a", &schema);
-    let b = Host::new(&env, "b", &schema);
-    let reader = Host::new(&env, "reader", &schema);
+    let [a, b, reader] = f.hosts(["a", "b", "reader"]);
     let first = ingest(&a);
     assert!(first["embedding"]["embedded"].as_u64() > Some(0), "{first}");
     let given = model.inputs();
@@ -1048,7 +892,7 @@ fn every_passage_is_embedded_once_whichever_host_runs_the_model() {
         "{answer}"
     );
     // An edit embeds only its new passages, once, and reaches every replica.
-    edit(&env);
+    edit(&f.env);
     let before = model.inputs();
     let third = ingest(&b);
     let new_chunks = third["chunks"]["added"].as_u64().expect("added");
@@ -1074,25 +918,25 @@ fn every_passage_is_embedded_once_whichever_host_runs_the_model() {
         "a passage was embedded twice"
     );
     assert_eq!(
-        count(&schema.url, &schema.name, "vectors") as usize,
+        f.count("vectors") as usize,
         passages.len(),
         "one shared vector per passage ever embedded"
     );
     a.sync();
     reader.sync();
-    assert_all_equal_clean(&env, &schema, &[&a, &b, &reader]);
+    f.assert_all_equal_clean(&[&a, &b, &reader]);
     for host in [&a, &b, &reader] {
         let report = host.json(&["verify", "--json"]);
         assert_eq!(report["vectors"]["identical"], true, "{report}");
     }
-    let chunks = count(&schema.url, &schema.name, "chunks");
+    let chunks = f.count("chunks");
     assert_eq!(
         count(
-            &schema.url,
-            &schema.name,
+            &f.schema.url,
+            &f.schema.name,
             &format!(
                 "vectors WHERE chunk_id IN (SELECT chunk_id FROM \"{}\".chunks)",
-                schema.name
+                f.schema.name
             )
         ),
         chunks,
@@ -1102,20 +946,20 @@ fn every_passage_is_embedded_once_whichever_host_runs_the_model() {
 
 #[test]
 fn a_writer_killed_while_embedding_loses_no_shared_vector() {
-    use crate::embed_server::{EmbedServer, Vectors};
+    use crate::support::embed_server::{EmbedServer, Vectors};
     for point in ["embed.before_commit", "embed.after_commit"] {
-        let Some(schema) = schema("embed_kill") else {
+        let Some(f) = SharedFixture::sample("embed_kill") else {
             return;
         };
-        let env = Env::sample();
         let model = EmbedServer::start(Vectors::Words);
-        let mut args: Vec<String> = vec!["ingest".into(), env.docs.to_str().expect("utf-8").into()];
+        let mut args: Vec<String> =
+            vec!["ingest".into(), f.env.docs.to_str().expect("utf-8").into()];
         args.extend(model.flags("words"));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let writer = Host::new(&env, "writer", &schema);
+        let writer = f.host("writer");
         crash(&writer, &args, point);
         assert_success(&writer.run(&args), &args);
-        let reader = Host::new(&env, "reader", &schema);
+        let reader = f.host("reader");
         reader.sync();
         for host in [&writer, &reader] {
             let report = host.json(&["verify", "--json"]);
@@ -1143,16 +987,15 @@ fn a_writer_killed_while_embedding_loses_no_shared_vector() {
 
 #[test]
 fn the_shared_ledger_can_come_from_the_configuration_file() {
-    let Some(schema) = schema("config_file") else {
+    let Some(f) = SharedFixture::sample("config_file") else {
         return;
     };
-    let env = Env::sample();
-    let dir = env.tmp.path();
+    let dir = f.env.tmp.path();
     std::fs::write(
         dir.join("groundidx.toml"),
         format!(
             "store = \"replica\"\nledger = \"{}\"\nledger_schema = \"{}\"\n",
-            schema.url, schema.name
+            f.schema.url, f.schema.name
         ),
     )
     .expect("write groundidx.toml");
@@ -1167,11 +1010,11 @@ fn the_shared_ledger_can_come_from_the_configuration_file() {
     assert_eq!(config["settings"]["ledger"]["source"], "file", "{config}");
     assert_eq!(
         config["settings"]["ledger_schema"]["value"],
-        schema.name.as_str()
+        f.schema.name.as_str()
     );
     let ingest = run(&["ingest", "docs", "--json"]);
     assert_success(&ingest, &["ingest"]);
-    assert!(count(&schema.url, &schema.name, "chunks") > 0);
+    assert!(f.count("chunks") > 0);
     // A password never shows.
     std::fs::write(
         dir.join("groundidx.toml"),
@@ -1195,24 +1038,26 @@ fn the_shared_ledger_can_come_from_the_configuration_file() {
 
 #[test]
 fn keyed_calls_survive_a_failover_to_a_synchronous_standby() {
-    let Some(primary) = crate::support_pg::Cluster::start() else {
+    let Some(primary) = crate::support::pg::Cluster::start() else {
         return;
     };
-    let Some(standby) = crate::support_pg::Cluster::standby_of(&primary) else {
+    let Some(standby) = crate::support::pg::Cluster::standby_of(&primary) else {
         return;
     };
     // Both servers in the URL; only the one that takes writes is used.
-    let schema = TestSchema {
-        url: format!(
-            "postgresql://postgres@{},{}/postgres?target_session_attrs=read-write",
-            primary.host(),
-            standby.host()
-        ),
-        name: "groundidx".into(),
+    let f = SharedFixture {
+        env: Env::sample(),
+        schema: TestSchema {
+            url: format!(
+                "postgresql://postgres@{},{}/postgres?target_session_attrs=read-write",
+                primary.host(),
+                standby.host()
+            ),
+            name: "groundidx".into(),
+        },
     };
-    let env = Env::sample();
-    Host::new(&env, "writer", &schema).ingest(&env.docs);
-    let server = serve_host(&env, &schema, "server", &[], &[]);
+    f.ingested(["writer"]);
+    let server = f.serve("server", &[], &[]);
     let search = r#"{"query": "rotate the signing key"}"#;
     let mut answered = Vec::new();
     for i in 0..5 {
@@ -1277,7 +1122,7 @@ fn keyed_calls_survive_a_failover_to_a_synchronous_standby() {
 
 #[test]
 fn a_ledger_behind_tls_is_reached_encrypted_and_checked_against_its_ca() {
-    let Some((cluster, port, ca)) = crate::support_pg::Cluster::start_tls() else {
+    let Some((cluster, port, ca)) = crate::support::pg::Cluster::start_tls() else {
         return;
     };
     let env = Env::sample();
@@ -1350,20 +1195,13 @@ fn a_ledger_behind_tls_is_reached_encrypted_and_checked_against_its_ca() {
 
 #[test]
 fn serve_reindex_and_ingest_watch_write_to_the_shared_ledger() {
-    let Some(schema) = schema("reindex_watch") else {
+    let Some(f) = SharedFixture::sample("reindex_watch") else {
         return;
     };
-    let env = Env::sample();
-    let docs = env.docs.to_str().expect("utf-8");
+    let docs = f.env.docs.to_str().expect("utf-8");
     // A server that re-ingests every second, under the lease like any writer.
-    let writer = serve_host(
-        &env,
-        &schema,
-        "writer",
-        &["--reindex", docs, "--every", "1s"],
-        &[],
-    );
-    let reader = serve_host(&env, &schema, "reader", &[], &[]);
+    let writer = f.serve("writer", &["--reindex", docs, "--every", "1s"], &[]);
+    let reader = f.serve("reader", &[], &[]);
     let found = |server: &Server, query: &str, path: &str| -> bool {
         let body = serde_json::json!({ "query": query }).to_string();
         let reply = server.post("/v1/tools/search_docs", &[], &body);
@@ -1378,7 +1216,7 @@ fn serve_reindex_and_ingest_watch_write_to_the_shared_ledger() {
             std::thread::sleep(Duration::from_millis(200));
         }
     };
-    env.write(
+    f.write(
         "okapi.md",
         "# Okapi\n\nThe okapi relay drains queues at dawn.\n",
     );
@@ -1387,14 +1225,14 @@ fn serve_reindex_and_ingest_watch_write_to_the_shared_ledger() {
     });
     drop(writer);
     // `ingest --watch` on a third host: a change is published as soon as it settles.
-    let watcher_host = Host::new(&env, "watcher", &schema);
+    let watcher_host = f.host("watcher");
     let mut watcher = watcher_host
         .command(&["ingest", docs, "--watch", "--settle", "1s", "--quiet"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn ingest --watch");
-    env.write(
+    f.write(
         "quokka.md",
         "# Quokka\n\nThe quokka gateway retries twice.\n",
     );
@@ -1404,34 +1242,32 @@ fn serve_reindex_and_ingest_watch_write_to_the_shared_ledger() {
     watcher.kill().expect("kill the watch");
     watcher.wait().expect("reap");
     watcher_host.sync();
-    let reader_host = Host::new(&env, "reader", &schema);
+    let reader_host = f.host("reader");
     reader_host.sync();
-    assert_all_equal_clean(&env, &schema, &[&watcher_host, &reader_host]);
+    f.assert_all_equal_clean(&[&watcher_host, &reader_host]);
 }
 
 #[test]
 fn a_writer_frozen_inside_a_write_does_not_block_the_next_one_for_ever() {
-    let Some(schema) = schema("frozen") else {
+    let Some(f) = SharedFixture::sample("frozen") else {
         return;
     };
-    let env = Env::sample();
-    let host = Host::new(&env, "a", &schema);
-    host.ingest(&env.docs);
+    let [host] = f.ingested(["a"]);
     // A transaction that holds the counter row's lock and never ends, as a writer stopped
     // inside its publish would.
-    let mut frozen = client(&schema.url);
+    let mut frozen = client(&f.schema.url);
     let mut tx = frozen.transaction().expect("begin");
     tx.query_one(
         format!(
             "SELECT writer_epoch FROM \"{}\".ledger_meta FOR UPDATE",
-            schema.name
+            f.schema.name
         )
         .as_str(),
         &[],
     )
     .expect("lock the counter row");
     let started = std::time::Instant::now();
-    let busy = host.run(&["ingest", env.docs.to_str().expect("utf-8"), "--no-wait"]);
+    let busy = host.run(&["ingest", f.env.docs.to_str().expect("utf-8"), "--no-wait"]);
     assert_eq!(
         busy.status.code(),
         Some(75),
@@ -1444,22 +1280,20 @@ fn a_writer_frozen_inside_a_write_does_not_block_the_next_one_for_ever() {
         started.elapsed()
     );
     tx.rollback().expect("rollback");
-    host.ingest(&env.docs);
+    host.ingest(&f.env.docs);
 }
 
 #[test]
 fn hostile_metadata_and_settings_are_refused_or_survive_the_shared_ledger() {
-    let Some(schema) = schema("hostile") else {
+    let Some(f) = SharedFixture::sample("hostile") else {
         return;
     };
-    let env = Env::sample();
-    env.write(
+    f.write(
         "nul.md",
         "---\ntitle: \"a\\0b\"\ntags: [\"t\\0g\"]\nowner: \"x\\0y\"\n---\n# Heading\n\nbody of the nul page\n",
     );
-    let host = Host::new(&env, "a", &schema);
-    host.ingest(&env.docs);
-    assert_all_equal_clean(&env, &schema, &[&host]);
+    let [host] = f.ingested(["a"]);
+    f.assert_all_equal_clean(&[&host]);
     // A mirror is never served without its shared ledger.
     let mut alone = Command::new(BIN);
     isolate(&mut alone);
@@ -1472,7 +1306,7 @@ fn hostile_metadata_and_settings_are_refused_or_survive_the_shared_ledger() {
     assert_eq!(alone.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&alone.stderr).contains("mirror of a shared ledger"));
     // A database that does not exist is a usage error, not a retry.
-    let missing = schema.url.replace("/groundidx_test", "/no_such_database");
+    let missing = f.schema.url.replace("/groundidx_test", "/no_such_database");
     let mut wrong = Command::new(BIN);
     isolate(&mut wrong);
     let wrong = wrong
@@ -1488,18 +1322,18 @@ fn hostile_metadata_and_settings_are_refused_or_survive_the_shared_ledger() {
     // Schema names: a reserved word works (quoted), PostgreSQL's own prefix is refused, and
     // another tool's `schema_migrations` is left alone.
     let reserved = TestSchema {
-        url: schema.url.clone(),
+        url: f.schema.url.clone(),
         name: "select".into(),
     };
-    let quoted = Host::new(&env, "b", &reserved);
+    let quoted = Host::new(&f.env, "b", &reserved);
     quoted.json(&["migrate", "--json"]);
     drop(reserved);
     let system = TestSchema {
-        url: schema.url.clone(),
+        url: f.schema.url.clone(),
         name: "pg_groundidx".into(),
     };
     assert_eq!(
-        Host::new(&env, "c", &system)
+        Host::new(&f.env, "c", &system)
             .run(&["migrate"])
             .status
             .code(),
@@ -1515,7 +1349,7 @@ fn hostile_metadata_and_settings_are_refused_or_survive_the_shared_ledger() {
             other.name
         ))
         .expect("another tool's migrations");
-    let refused = Host::new(&env, "d", &other).run(&["migrate"]);
+    let refused = Host::new(&f.env, "d", &other).run(&["migrate"]);
     assert_eq!(
         refused.status.code(),
         Some(2),
@@ -1528,22 +1362,19 @@ fn hostile_metadata_and_settings_are_refused_or_survive_the_shared_ledger() {
 
 #[test]
 fn a_mirror_of_a_ledger_restored_from_a_backup_starts_over() {
-    let Some(schema) = schema("restored") else {
+    let Some(f) = SharedFixture::sample("restored") else {
         return;
     };
-    let env = Env::sample();
-    let writer = Host::new(&env, "writer", &schema);
-    let mirror = Host::new(&env, "mirror", &schema);
-    writer.ingest(&env.docs);
+    let [writer, mirror] = f.ingested(["writer", "mirror"]);
     assert_eq!(mirror.sync()["mirror"], "bootstrapped");
     assert_eq!(mirror.sync()["mirror"], "in_step");
     // What a restore followed by other writes looks like to a mirror: its position now holds
     // another batch (another token), though the ledger and the position are the same.
-    client(&schema.url)
+    client(&f.schema.url)
         .batch_execute(&format!(
             "UPDATE \"{0}\".log_tokens SET token = 'restored' WHERE seq = (SELECT log_seq FROM \"{0}\".ledger_meta);
              UPDATE \"{0}\".ledger_meta SET log_token = 'restored';",
-            schema.name
+            f.schema.name
         ))
         .expect("pretend a restore");
     assert_eq!(
@@ -1553,31 +1384,31 @@ fn a_mirror_of_a_ledger_restored_from_a_backup_starts_over() {
     );
     assert_eq!(mirror.sync()["mirror"], "in_step");
     // The writer's own mirror starts over too, at its next run, and nothing is lost.
-    edit(&env);
-    writer.ingest(&env.docs);
+    edit(&f.env);
+    writer.ingest(&f.env.docs);
     mirror.sync();
-    assert_all_equal_clean(&env, &schema, &[&writer, &mirror]);
+    f.assert_all_equal_clean(&[&writer, &mirror]);
 }
 
 #[test]
 fn keys_expire_by_the_database_clock_and_a_late_retry_is_not_counted_again() {
-    let Some(schema) = schema("key_gc") else {
+    let Some(f) = SharedFixture::sample("key_gc") else {
         return;
     };
-    let env = Env::sample();
-    Host::new(&env, "writer", &schema).ingest(&env.docs);
+    f.ingested(["writer"]);
     const T0: &str = "1800000000000";
     const LATER: &str = "1800700000000"; // eight days on: past the 7-day key TTL
     let search = r#"{"query": "backups"}"#;
     let key = [("Idempotency-Key", "late-1")];
     {
-        let server = serve_host(&env, &schema, "a", &[], &[("GROUNDIDX_FAKE_NOW_MS", T0)]);
+        let server = f.serve("a", &[], &[("GROUNDIDX_FAKE_NOW_MS", T0)]);
         assert_eq!(
             server.post("/v1/tools/search_docs", &key, search).status,
             200
         );
     }
-    let gc = Host::new(&env, "writer", &schema)
+    let gc = f
+        .host("writer")
         .command(&["gc", "--json"])
         .env("GROUNDIDX_FAKE_NOW_MS", LATER)
         .output()
@@ -1585,34 +1416,35 @@ fn keys_expire_by_the_database_clock_and_a_late_retry_is_not_counted_again() {
     assert_success(&gc, &["gc"]);
     let gc: Value = serde_json::from_slice(&gc.stdout).expect("JSON");
     assert_eq!(gc["keys_removed"], 1, "{gc}");
-    assert_eq!(count(&schema.url, &schema.name, "idempotency_keys"), 0);
+    assert_eq!(f.count("idempotency_keys"), 0);
     // The retry comes after its key record is gone: answered, but neither logged nor counted
     // again, on another host too.
-    let server = serve_host(&env, &schema, "b", &[], &[("GROUNDIDX_FAKE_NOW_MS", LATER)]);
+    let server = f.serve("b", &[], &[("GROUNDIDX_FAKE_NOW_MS", LATER)]);
     let late = server.post("/v1/tools/search_docs", &key, search);
     assert_eq!(late.status, 200, "{}", late.body);
-    assert_eq!(count(&schema.url, &schema.name, "audit_events"), 1);
-    assert_eq!(count(&schema.url, &schema.name, "usage_events"), 1);
+    assert_eq!(f.count("audit_events"), 1);
+    assert_eq!(f.count("usage_events"), 1);
 }
 
 #[test]
 fn a_server_on_a_writers_store_answers_read_only_while_the_writer_waits_for_its_ledger() {
-    let Some(cluster) = crate::support_pg::Cluster::start() else {
+    let Some(cluster) = crate::support::pg::Cluster::start() else {
         return;
     };
-    let schema = TestSchema {
-        url: cluster.url.clone(),
-        name: "groundidx".into(),
+    let f = SharedFixture {
+        env: Env::sample(),
+        schema: TestSchema {
+            url: cluster.url.clone(),
+            name: "groundidx".into(),
+        },
     };
-    let env = Env::sample();
     // One host: a writer and a server on the same store folder.
-    let writer = Host::new(&env, "host", &schema);
-    writer.ingest(&env.docs);
-    let server = serve_host(&env, &schema, "host", &[], &[]);
-    edit(&env);
-    let pauses = env.tmp.path().join("pauses");
+    let [writer] = f.ingested(["host"]);
+    let server = f.serve("host", &[], &[]);
+    edit(&f.env);
+    let pauses = f.env.tmp.path().join("pauses");
     std::fs::create_dir_all(&pauses).expect("pause folder");
-    let docs = env.docs.to_str().expect("utf-8");
+    let docs = f.env.docs.to_str().expect("utf-8");
     let held = writer
         .command(&["ingest", docs, "--batch-files", "3", "--wait", "30"])
         .env(
@@ -1647,7 +1479,7 @@ fn a_server_on_a_writers_store_answers_read_only_while_the_writer_waits_for_its_
     assert_success(&output, &["ingest"]);
     drop(server);
     writer.sync();
-    assert_all_equal_clean(&env, &schema, &[&writer]);
+    f.assert_all_equal_clean(&[&writer]);
 }
 
 /// The vectors a host's mirror holds.
@@ -1660,15 +1492,13 @@ fn mirror_vectors(host: &Host<'_>) -> i64 {
 
 #[test]
 fn gc_removes_replaced_models_from_the_shared_ledger_and_every_mirror_follows() {
-    use crate::embed_server::{EmbedServer, Vectors};
-    let Some(schema) = schema("gc_vectors") else {
+    use crate::support::embed_server::{EmbedServer, Vectors};
+    let Some(f) = SharedFixture::sample("gc_vectors") else {
         return;
     };
-    let env = Env::sample();
     let model = EmbedServer::start(Vectors::Words);
-    let docs = env.docs.to_str().expect("utf-8");
-    let writer = Host::new(&env, "writer", &schema);
-    let reader = Host::new(&env, "reader", &schema);
+    let docs = f.env.docs.to_str().expect("utf-8");
+    let [writer, reader] = f.hosts(["writer", "reader"]);
     // A first model, then a second that replaces it once it covers every chunk.
     for name in ["words", "words-v2"] {
         let flags = model.flags(name);
@@ -1677,8 +1507,8 @@ fn gc_removes_replaced_models_from_the_shared_ledger_and_every_mirror_follows() 
         writer.json(&args);
     }
     reader.sync();
-    let chunks = count(&schema.url, &schema.name, "chunks");
-    assert_eq!(count(&schema.url, &schema.name, "vectors"), 2 * chunks);
+    let chunks = f.count("chunks");
+    assert_eq!(f.count("vectors"), 2 * chunks);
     assert_eq!(mirror_vectors(&reader), 2 * chunks);
     // A mirror's gc without its shared ledger is refused and removes nothing.
     let mut alone = Command::new(BIN);
@@ -1704,8 +1534,8 @@ fn gc_removes_replaced_models_from_the_shared_ledger_and_every_mirror_follows() 
         Some(chunks),
         "{gc}"
     );
-    assert_eq!(count(&schema.url, &schema.name, "vectors"), chunks);
-    assert_eq!(count(&schema.url, &schema.name, "embedding_models"), 1);
+    assert_eq!(f.count("vectors"), chunks);
+    assert_eq!(f.count("embedding_models"), 1);
     for host in [&reader, &writer] {
         host.sync();
         assert_eq!(mirror_vectors(host), chunks, "{}", host.store.display());
@@ -1728,18 +1558,15 @@ fn gc_removes_replaced_models_from_the_shared_ledger_and_every_mirror_follows() 
 
 #[test]
 fn a_mirror_refuses_another_shared_ledger_unless_told_to_rebind() {
-    let Some(schema) = schema("bound") else {
+    let Some(f) = SharedFixture::sample("bound") else {
         return;
     };
     // Another ledger in the same database, as a typo in --ledger-schema makes one.
     let Some(typo) = TestSchema::new("bound_typo") else {
         return;
     };
-    let env = Env::sample();
-    let docs = env.docs.to_str().expect("utf-8");
-    let writer = Host::new(&env, "writer", &schema);
-    let replica = Host::new(&env, "replica", &schema);
-    writer.ingest(&env.docs);
+    let docs = f.env.docs.to_str().expect("utf-8");
+    let [writer, replica] = f.ingested(["writer", "replica"]);
     replica.sync();
     let before = replica.export();
     assert!(!before.is_empty());
@@ -1760,13 +1587,13 @@ fn a_mirror_refuses_another_shared_ledger_unless_told_to_rebind() {
         let stderr = String::from_utf8_lossy(&refused.stderr);
         assert_eq!(refused.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(&typo.name), "{args:?}: {stderr}");
-        assert!(stderr.contains(&schema.name), "{args:?}: {stderr}");
+        assert!(stderr.contains(&f.schema.name), "{args:?}: {stderr}");
         assert!(stderr.contains("--rebind"), "{args:?}: {stderr}");
     }
     assert_eq!(count(&typo.url, &typo.name, "chunks"), 0);
     assert_eq!(replica.export(), before, "the replica was left as it was");
     assert_eq!(replica.sync()["mirror"], "in_step");
-    assert_all_equal_clean(&env, &schema, &[&writer, &replica]);
+    f.assert_all_equal_clean(&[&writer, &replica]);
     // Told to, the store becomes a mirror of the other ledger (empty here).
     let rebound = replica_elsewhere.json(&["sync", "--rebind", "--json"]);
     assert_eq!(rebound["mirror"], "bootstrapped", "{rebound}");
@@ -1779,28 +1606,27 @@ fn a_mirror_refuses_another_shared_ledger_unless_told_to_rebind() {
 
 #[test]
 fn a_replica_serves_a_pdf_passage_at_its_pages() {
-    let Some(schema) = schema("pages") else {
+    let Some(f) = SharedFixture::empty("pages") else {
         return;
     };
     let Some(papers) = crate::support::corpus("pdf-jose-papers") else {
         return;
     };
-    let env = Env::empty();
     let paper = papers.join("jose.00013/10.21105.jose.00013.pdf");
-    std::fs::copy(&paper, env.docs.join("paper.pdf")).expect("copy a paper");
-    env.write(
+    std::fs::copy(&paper, f.env.docs.join("paper.pdf")).expect("copy a paper");
+    f.write(
         "notes.md",
         "# Notes\n\nA tutorial series on reproducible research.\n",
     );
-    let writer = Host::new(&env, "a", &schema);
-    let first = writer.ingest(&env.docs);
+    let writer = f.host("a");
+    let first = writer.ingest(&f.env.docs);
     assert_eq!(first["documents"]["added"], 2, "{first}");
-    let replica = Host::new(&env, "replica", &schema);
+    let replica = f.host("replica");
     replica.sync();
     // Every PDF passage has its pages on the writer, in the shared ledger and on the replica.
     let with_pages = count(
-        &schema.url,
-        &schema.name,
+        &f.schema.url,
+        &f.schema.name,
         "doc_chunks WHERE page_start IS NOT NULL AND page_end >= page_start",
     );
     assert!(with_pages > 0, "no page in the shared ledger");
@@ -1828,7 +1654,7 @@ fn a_replica_serves_a_pdf_passage_at_its_pages() {
             .unwrap_or_else(|| panic!("no Markdown hit: {answer}"));
         assert!(note.get("pages").is_none(), "{note}");
     }
-    assert_all_equal_clean(&env, &schema, &[&writer, &replica]);
+    f.assert_all_equal_clean(&[&writer, &replica]);
 }
 
 /// A replica learns from the shared log since when each document holds its content:
@@ -1836,18 +1662,17 @@ fn a_replica_serves_a_pdf_passage_at_its_pages() {
 /// server, and names what did.
 #[test]
 fn a_replica_serves_a_pinned_read_only_of_documents_unchanged_since() {
-    let Some(schema) = schema("since") else {
+    let Some(f) = SharedFixture::sample("since") else {
         return;
     };
-    let env = Env::sample();
-    let writer = Host::new(&env, "writer", &schema);
-    let first = writer.ingest(&env.docs)["generation"]
+    let writer = f.host("writer");
+    let first = writer.ingest(&f.env.docs)["generation"]
         .as_i64()
         .expect("generation");
-    let server = serve_host(&env, &schema, "server", &[], &[]);
-    let text = std::fs::read_to_string(env.docs.join("handbook/backups.md")).expect("read");
-    env.write("handbook/backups.md", &text.replace("35 days", "60 days"));
-    let second = writer.ingest(&env.docs)["generation"]
+    let server = f.serve("server", &[], &[]);
+    let text = std::fs::read_to_string(f.env.docs.join("handbook/backups.md")).expect("read");
+    f.write("handbook/backups.md", &text.replace("35 days", "60 days"));
+    let second = writer.ingest(&f.env.docs)["generation"]
         .as_i64()
         .expect("generation");
     assert!(second > first);

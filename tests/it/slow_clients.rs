@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::agent_http::{Server, launch_command, tokens_file};
-use crate::agent_mcp::{sample_store, signing};
+use crate::support::http::{Server, launch_command, tokens_file};
+use crate::support::mcp::{sample_store, signing};
 use crate::support::{BIN, Env, isolate};
 
 const TOKEN: &str = "token-slow-0123456789";

@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::agent_http::serve;
-use crate::agent_mcp::schema_errors;
+use crate::support::http::serve;
+use crate::support::mcp::schema_errors;
 use crate::support::{Env, assert_success};
 
 const TEXT: &str = "# Pelican\n\nThe pelican roster lists every pelican by name.\n";
@@ -107,7 +107,7 @@ fn the_agent_tools_say_which_root_each_path_is_under() {
         search_schema["properties"]["hits"]["items"]["properties"]["sources"].is_object(),
         "the output schema describes sources: {search_schema}"
     );
-    let errors = schema_errors(&search_schema, &search_schema, structured, "");
+    let errors = schema_errors(&search_schema, structured);
     assert!(errors.is_empty(), "{errors:?}");
 
     let chunk_id = structured["hits"][0]["chunk_id"].as_str().expect("id");
@@ -118,11 +118,6 @@ fn the_agent_tools_say_which_root_each_path_is_under() {
         chunk_schema["properties"]["chunk"]["properties"]["sources"].is_object(),
         "{chunk_schema}"
     );
-    let errors = schema_errors(
-        &chunk_schema,
-        &chunk_schema,
-        &chunk["structuredContent"],
-        "",
-    );
+    let errors = schema_errors(&chunk_schema, &chunk["structuredContent"]);
     assert!(errors.is_empty(), "{errors:?}");
 }

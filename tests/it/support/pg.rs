@@ -1,5 +1,7 @@
 //! The PostgreSQL tests' environment: the database `.ci/run` starts (`GROUNDIDX_TEST_PG`), a
-//! schema of its own per test, dropped when the test ends, and a client to look inside it.
+//! schema of its own per test, dropped when the test ends, and a client to look inside it; the
+//! hosts of a shared ledger and a test's fixture of documents, schema and hosts
+//! ([`SharedFixture`]); clusters of a test's own.
 //!
 //! `GROUNDIDX_TEST_PG` is a URL with the cluster's socket folder percent-encoded as its host,
 //! `postgresql://postgres@%2Ftmp%2Fgroundidx-pg.XXXXXX/groundidx_test`: tokio-postgres (and so
@@ -8,8 +10,18 @@
 //! synchronous tests, never on a thread inside a Tokio runtime.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::support::http::{Server, serve_with_env};
+use crate::support::{
+    BIN, Env, Exported, assert_success, clean_export, is_root, isolate, parse_export,
+};
 
 /// The test database's URL, from `GROUNDIDX_TEST_PG`; `None` when that is unset or empty
 /// (`prerequisite_missing`: a failure under CI, a skip with a message elsewhere).
@@ -375,7 +387,167 @@ impl Drop for Cluster {
     }
 }
 
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
+/// One host of a shared ledger: a store folder of its own, pointed at the shared schema.
+pub struct Host<'a> {
+    pub store: PathBuf,
+    pub schema: &'a TestSchema,
+}
+
+impl Host<'_> {
+    pub fn new<'a>(env: &Env, name: &str, schema: &'a TestSchema) -> Host<'a> {
+        Host {
+            store: env.tmp.path().join(name),
+            schema,
+        }
+    }
+
+    /// `groundidx --store STORE --ledger URL --ledger-schema S --lease-ttl 1s ARGS…`.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(BIN);
+        isolate(&mut command);
+        command
+            .arg("--store")
+            .arg(&self.store)
+            .args(self.schema.args())
+            .args(["--lease-ttl", "1s"])
+            .args(args);
+        command
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run groundidx")
+    }
+
+    pub fn json(&self, args: &[&str]) -> Value {
+        let output = self.run(args);
+        assert_success(&output, args);
+        serde_json::from_slice(&output.stdout).expect("JSON on stdout")
+    }
+
+    pub fn ingest(&self, docs: &Path) -> Value {
+        self.json(&[
+            "ingest",
+            docs.to_str().expect("utf-8"),
+            "--json",
+            "--wait",
+            "30",
+        ])
+    }
+
+    pub fn sync(&self) -> Value {
+        self.json(&["sync", "--json"])
+    }
+
+    /// The replica's chunks (read locally, as every reader does).
+    pub fn export(&self) -> BTreeMap<String, Exported> {
+        let output = self.run(&["export"]);
+        assert_success(&output, &["export"]);
+        parse_export(&String::from_utf8_lossy(&output.stdout))
+    }
+
+    pub fn assert_verified(&self) {
+        let report = self.json(&["verify", "--json"]);
+        assert_eq!(report["identical"], true, "verify: {report}");
+    }
+}
+
+/// A shared-ledger test's setup: a folder of documents (`env`, whose `store` no host uses) and
+/// a schema of the test's own that its hosts share; `None` when there is no test database (a
+/// failure under CI). `ingested([...])` gives hosts, the first having ingested the documents.
+pub struct SharedFixture {
+    pub env: Env,
+    pub schema: TestSchema,
+}
+
+impl SharedFixture {
+    /// A copy of `sample_docs/` and a fresh schema for the test `tag`.
+    pub fn sample(tag: &str) -> Option<SharedFixture> {
+        let schema = TestSchema::new(tag)?;
+        Some(SharedFixture {
+            env: Env::sample(),
+            schema,
+        })
+    }
+
+    /// An empty `docs/` and a fresh schema for the test `tag`.
+    pub fn empty(tag: &str) -> Option<SharedFixture> {
+        let schema = TestSchema::new(tag)?;
+        Some(SharedFixture {
+            env: Env::empty(),
+            schema,
+        })
+    }
+
+    /// Writes a document under `docs/`, creating folders.
+    pub fn write(&self, rel: &str, text: &str) {
+        self.env.write(rel, text);
+    }
+
+    /// The host `name`: the store `TMP/name` on the shared schema.
+    pub fn host(&self, name: &str) -> Host<'_> {
+        Host::new(&self.env, name, &self.schema)
+    }
+
+    /// One host per name, none of them run yet.
+    pub fn hosts<const N: usize>(&self, names: [&str; N]) -> [Host<'_>; N] {
+        names.map(|name| self.host(name))
+    }
+
+    /// One host per name; the first has ingested the documents (and so made the schema).
+    pub fn ingested<const N: usize>(&self, names: [&str; N]) -> [Host<'_>; N] {
+        let hosts = self.hosts(names);
+        if let Some(first) = hosts.first() {
+            first.ingest(&self.env.docs);
+        }
+        hosts
+    }
+
+    /// `SELECT count(*) FROM "<schema>".<sql_after_from>` (see [`count`]).
+    pub fn count(&self, sql_after_from: &str) -> i64 {
+        count(&self.schema.url, &self.schema.name, sql_after_from)
+    }
+
+    /// The shared ledger's counter row: (generation, log position).
+    pub fn counters(&self) -> (i64, i64) {
+        let row = client(&self.schema.url)
+            .query_one(
+                format!(
+                    "SELECT generation, log_seq FROM \"{}\".ledger_meta",
+                    self.schema.name
+                )
+                .as_str(),
+                &[],
+            )
+            .expect("read ledger_meta");
+        (row.get(0), row.get(1))
+    }
+
+    /// Every replica holds what a clean ingest of the documents holds, once each, verified; and
+    /// the shared ledger holds exactly as many chunks.
+    pub fn assert_all_equal_clean(&self, hosts: &[&Host<'_>]) {
+        let clean = clean_export(&self.env.docs);
+        for host in hosts {
+            assert_eq!(host.export(), clean, "replica {}", host.store.display());
+            host.assert_verified();
+        }
+        assert_eq!(
+            self.count("chunks") as usize,
+            clean.len(),
+            "the shared ledger's chunks"
+        );
+    }
+
+    /// `groundidx serve` as the host `name` on the shared schema (its store `TMP/name`), with
+    /// `extra` flags and `envs` set.
+    pub fn serve(&self, name: &str, extra: &[&str], envs: &[(&str, &str)]) -> Server {
+        let host_env = Env {
+            tmp: tempfile::tempdir().expect("temp"),
+            docs: self.env.docs.clone(),
+            store: self.env.tmp.path().join(name),
+        };
+        let args = self.schema.args();
+        let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+        all.extend_from_slice(extra);
+        serve_with_env(&host_env, &all, envs)
+    }
 }

@@ -126,46 +126,30 @@ fn longer_vector(text: &str) -> Vec<f32> {
 
 impl EmbedServer {
     pub fn start(vectors: Vectors) -> EmbedServer {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let port = listener.local_addr().expect("address").port();
-        let server = EmbedServer {
-            port,
-            inputs: Arc::new(AtomicU64::new(0)),
-            texts: Arc::new(Mutex::new(Vec::new())),
-            failing: Arc::new(AtomicBool::new(false)),
-            vectors: Arc::new(Mutex::new(vectors)),
-            stop: Arc::new(AtomicBool::new(false)),
+        let inputs = Arc::new(AtomicU64::new(0));
+        let texts = Arc::new(Mutex::new(Vec::new()));
+        let failing = Arc::new(AtomicBool::new(false));
+        let vectors = Arc::new(Mutex::new(vectors));
+        let stop = Arc::new(AtomicBool::new(false));
+        let port = {
+            let (vectors, inputs, texts, failing) = (
+                Arc::clone(&vectors),
+                Arc::clone(&inputs),
+                Arc::clone(&texts),
+                Arc::clone(&failing),
+            );
+            listen(&stop, move |stream| {
+                let _ = serve(stream, &vectors, &inputs, &texts, &failing);
+            })
         };
-        let (vectors, inputs, texts, failing, stop) = (
-            Arc::clone(&server.vectors),
-            Arc::clone(&server.inputs),
-            Arc::clone(&server.texts),
-            Arc::clone(&server.failing),
-            Arc::clone(&server.stop),
-        );
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        let (vectors, inputs, texts, failing) = (
-                            Arc::clone(&vectors),
-                            Arc::clone(&inputs),
-                            Arc::clone(&texts),
-                            Arc::clone(&failing),
-                        );
-                        std::thread::spawn(move || {
-                            let _ = serve(stream, &vectors, &inputs, &texts, &failing);
-                        });
-                    }
-                    Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(std::time::Duration::from_millis(5));
-                    }
-                    Err(_) => break,
-                }
-            }
-        });
-        server
+        EmbedServer {
+            port,
+            inputs,
+            texts,
+            failing,
+            vectors,
+            stop,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -197,6 +181,31 @@ impl Drop for EmbedServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
     }
+}
+
+/// Listens on a free loopback port until `stop` is set, and hands each connection to `handle`
+/// on a thread of its own; returns the port. The fake servers of `hostile_servers` listen so
+/// too.
+pub fn listen(stop: &Arc<AtomicBool>, handle: impl Fn(TcpStream) + Clone + Send + 'static) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("address").port();
+    let stop = Arc::clone(stop);
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    let handle = handle.clone();
+                    std::thread::spawn(move || handle(stream));
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(_) => break,
+            }
+        }
+    });
+    port
 }
 
 /// Answers the requests of one connection (the client may keep it alive).
