@@ -20,12 +20,12 @@ pub fn now_ms() -> i64 {
 
 /// The frozen time `GROUNDIDX_FAKE_NOW_MS` gives, read once; `None` when unset (always, outside
 /// the tests). The shared ledger freezes the database's clock at it too.
-pub fn fake_now_ms() -> Option<i64> {
+pub(crate) fn fake_now_ms() -> Option<i64> {
     *FAKE_NOW.get_or_init(|| std::env::var(FAKE_NOW_ENV).ok()?.trim().parse().ok())
 }
 
 /// Nanoseconds since the epoch.
-pub fn now_ns() -> i64 {
+pub(crate) fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))

@@ -30,7 +30,7 @@ pub const CRASH_ENV: &str = "GROUNDIDX_CRASH_AT";
 /// The environment variable that arms a pause point: `name@DIR`.
 pub const PAUSE_ENV: &str = "GROUNDIDX_PAUSE_AT";
 /// How long a pause waits for `DIR/resume` before it aborts the process.
-pub const PAUSE_LIMIT: Duration = Duration::from_secs(120);
+pub(crate) const PAUSE_LIMIT: Duration = Duration::from_secs(120);
 
 /// Every crash point, in the order a run reaches them.
 pub const CRASH_POINTS: &[&str] = &[
@@ -93,7 +93,7 @@ static PAUSE: OnceLock<Option<Pause>> = OnceLock::new();
 
 /// Aborts the process here if `GROUNDIDX_CRASH_AT` names this point, and waits here if
 /// `GROUNDIDX_PAUSE_AT` does.
-pub fn crash_point(name: &str) {
+pub(crate) fn crash_point(name: &str) {
     pause_point(name);
     debug_assert!(CRASH_POINTS.contains(&name), "unlisted crash point {name}");
     let armed = ARMED.get_or_init(|| {

@@ -69,14 +69,6 @@ pub enum Error {
     #[error("the ledger is busy ({context}); retry shortly")]
     Busy { context: String },
 
-    /// An idempotency key was reused with other arguments.
-    #[error("idempotency key '{key}' was first used with different arguments")]
-    KeyConflict { key: String },
-
-    /// The caller's quota is used up.
-    #[error("rate limit exceeded; retry after {retry_after_seconds} s")]
-    RateLimited { retry_after_seconds: u64 },
-
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -150,7 +142,7 @@ impl Error {
     /// Names the store a foreign error (I/O, ledger, index) or a busy ledger happened in, unless
     /// its context already names it or a path in it: "database or disk is full" alone does not
     /// say which disk. Every other variant is returned as it is.
-    pub fn in_store(self, dir: &Path) -> Error {
+    pub(crate) fn in_store(self, dir: &Path) -> Error {
         let dir = dir.display().to_string();
         let name = |context: String| {
             if context.contains(&format!("store {dir}")) || context.contains(&format!("{dir}/")) {
@@ -177,21 +169,5 @@ impl Error {
             },
             other => other,
         }
-    }
-
-    /// True when retrying the same operation later may succeed without any change.
-    pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Error::LockBusy { .. }
-                | Error::Busy { .. }
-                | Error::RateLimited { .. }
-                | Error::LeaseBusy { .. }
-                | Error::LeaseLost { .. }
-                | Error::Shared {
-                    retryable: true,
-                    ..
-                }
-        )
     }
 }

@@ -18,7 +18,7 @@ pub enum Format {
 
 impl Format {
     /// Every format, in the order `--formats` lists them.
-    pub const ALL: [Format; 8] = [
+    pub(crate) const ALL: [Format; 8] = [
         Format::Markdown,
         Format::PlainText,
         Format::Mdx,
@@ -44,7 +44,7 @@ impl Format {
     }
 
     /// The file extensions of the format, lower case, without the dot.
-    pub fn extensions(self) -> &'static [&'static str] {
+    pub(crate) fn extensions(self) -> &'static [&'static str] {
         match self {
             Format::Markdown => &["md", "markdown"],
             Format::PlainText => &["txt"],
@@ -59,7 +59,7 @@ impl Format {
 
     /// The format of a file name, by its extension (any case); `None` when groundidx reads no
     /// such files.
-    pub fn from_file_name(name: &str) -> Option<Format> {
+    pub(crate) fn from_file_name(name: &str) -> Option<Format> {
         let (_, extension) = name.rsplit_once('.')?;
         let extension = extension.to_ascii_lowercase();
         Format::ALL
@@ -87,7 +87,7 @@ impl Format {
 
     /// Whether files of the format are bytes rather than UTF-8 text: a NUL byte or invalid
     /// UTF-8 does not make such a file unreadable.
-    pub fn is_binary(self) -> bool {
+    pub(crate) fn is_binary(self) -> bool {
         matches!(self, Format::Pdf)
     }
 
@@ -95,7 +95,7 @@ impl Format {
     /// bytes as an `.html` and a `.txt` file are two documents: each is its own text. `None`
     /// for Markdown and plain text, whose hashes are the plain hash of their bytes, as
     /// groundidx has always recorded them.
-    pub fn hash_context(self) -> Option<&'static str> {
+    pub(crate) fn hash_context(self) -> Option<&'static str> {
         match self {
             Format::Markdown | Format::PlainText => None,
             Format::Mdx => Some("groundidx document mdx"),
@@ -109,7 +109,7 @@ impl Format {
 
     /// Whether the format's extractor is a third-party parser that runs in a child process
     /// when one can be started (`isolate`).
-    pub fn runs_isolated(self) -> bool {
+    pub(crate) fn runs_isolated(self) -> bool {
         matches!(self, Format::Pdf)
     }
 }

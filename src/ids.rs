@@ -16,19 +16,19 @@ use std::str::FromStr;
 use unicode_normalization::UnicodeNormalization;
 
 /// Version tag mixed into every chunk ID.
-pub const CHUNK_ID_VERSION: &str = "groundidx-chunk-v2";
+pub(crate) const CHUNK_ID_VERSION: &str = "groundidx-chunk-v2";
 /// Version tag of the chunk IDs of an older groundidx, which hashed the normalised text.
 const CHUNK_ID_VERSION_1: &str = "groundidx-chunk-v1";
 /// Version tag mixed into every idempotency fingerprint.
-pub const FINGERPRINT_VERSION: &str = "groundidx-idem-v1";
+pub(crate) const FINGERPRINT_VERSION: &str = "groundidx-idem-v1";
 /// Version tag mixed into every page cursor's MAC.
-pub const CURSOR_VERSION: &str = "groundidx-cursor-v1";
+pub(crate) const CURSOR_VERSION: &str = "groundidx-cursor-v1";
 /// Version tag mixed into every key of an index snapshot's segment layout.
-pub const LAYOUT_VERSION: &str = "groundidx-layout-v1";
+pub(crate) const LAYOUT_VERSION: &str = "groundidx-layout-v1";
 /// Version tag mixed into every embedding model fingerprint.
-pub const MODEL_VERSION: &str = "groundidx-model-v1";
+pub(crate) const MODEL_VERSION: &str = "groundidx-model-v1";
 /// Version tag mixed into the checksum of every vector index file.
-pub const VECTORS_VERSION: &str = "groundidx-vectors-v1";
+pub(crate) const VECTORS_VERSION: &str = "groundidx-vectors-v1";
 
 macro_rules! hash_newtype {
     ($(#[$doc:meta])* $name:ident) => {
@@ -133,7 +133,7 @@ pub fn doc_hash(bytes: &[u8]) -> DocHash {
 
 /// Hashes a document's bytes in a context (`format::Format::hash_context`): the same bytes in
 /// two contexts are two documents. No context is `doc_hash`.
-pub fn doc_hash_in(context: Option<&str>, bytes: &[u8]) -> DocHash {
+pub(crate) fn doc_hash_in(context: Option<&str>, bytes: &[u8]) -> DocHash {
     match context {
         None => doc_hash(bytes),
         Some(context) => {
@@ -236,7 +236,7 @@ fn heading_hasher(version: &str, heading_path: &[String]) -> blake3::Hasher {
 
 /// What a stored chunk's ID says of its heading path and text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ChunkIdCheck {
+pub(crate) enum ChunkIdCheck {
     /// The ID is `chunk_id` of the heading path and text.
     Current,
     /// The ID is an older groundidx's (version 1), of the normalised text: the stored text may
@@ -248,7 +248,7 @@ pub enum ChunkIdCheck {
 }
 
 /// Recomputes a stored chunk's ID from its heading path and text.
-pub fn check_chunk_id(id: &ChunkId, heading_path: &[String], text: &str) -> ChunkIdCheck {
+pub(crate) fn check_chunk_id(id: &ChunkId, heading_path: &[String], text: &str) -> ChunkIdCheck {
     if chunk_id(heading_path, text) == *id {
         ChunkIdCheck::Current
     } else if chunk_id_v1(heading_path, text) == *id {
@@ -281,7 +281,7 @@ pub fn fingerprint(canonical_json: &[u8]) -> [u8; 32] {
 /// A 64-bit key of one segment layout of the index (which segments, with which deletes), the
 /// same in every process: it tells two snapshots of one generation apart when a merge came
 /// between them. The caller passes the layout's bytes; `index` owns what they are.
-pub fn layout_key(layout: &[u8]) -> u64 {
+pub(crate) fn layout_key(layout: &[u8]) -> u64 {
     let mut hasher = blake3::Hasher::new();
     hasher.update(LAYOUT_VERSION.as_bytes());
     hasher.update(layout);
@@ -294,7 +294,7 @@ pub fn layout_key(layout: &[u8]) -> u64 {
 
 /// The MAC of a page cursor: `blake3` keyed with the store's cursor key, over the version tag
 /// and `data`. `cursor` owns what `data` is.
-pub fn cursor_mac(key: &[u8; 32], data: &[u8]) -> [u8; 32] {
+pub(crate) fn cursor_mac(key: &[u8; 32], data: &[u8]) -> [u8; 32] {
     let mut hasher = blake3::Hasher::new_keyed(key);
     hasher.update(CURSOR_VERSION.as_bytes());
     hasher.update(data);
@@ -304,7 +304,7 @@ pub fn cursor_mac(key: &[u8; 32], data: &[u8]) -> [u8; 32] {
 /// A hash fed in parts, for inputs too large or too many to hold at once (a model's weights, a
 /// vector index file): `blake3(tag ‖ parts…)`. Callers pass `MODEL_VERSION` or `VECTORS_VERSION`
 /// and must feed lengths or separators themselves wherever parts could run into each other.
-pub struct StreamHash(blake3::Hasher);
+pub(crate) struct StreamHash(blake3::Hasher);
 
 impl StreamHash {
     pub fn new(tag: &str) -> StreamHash {

@@ -35,14 +35,14 @@ use crate::vectors::VectorSet;
 /// The rank in each leg whose score is scaled to 0 by the fusion (the best is scaled to 1).
 /// A fixed rank, not the last candidate's, so a hit's fused score does not depend on how many
 /// candidates a page asked for. 30 is what a first page of 10 hits asks each leg for.
-pub const FUSION_ANCHOR: usize = 30;
+pub(crate) const FUSION_ANCHOR: usize = 30;
 /// The weight of the semantic leg for a query that is a name: at most [`NAME_WORDS`] words that
 /// carry meaning (`tar`, `git rebase`, `GET _cluster/allocation/explain`). The lexical leg has
 /// 1 − this, so its leader outranks the semantic leader whenever neither leg found the other's:
 /// a name typed is a word the page holds, and the label fields find exactly that page, where
 /// the embedding of a bare name is a guess. tldr-en identifiers keep MRR@10 1.000
 /// (docs/BENCHMARKS.md, "Fusion by query shape").
-pub const SEMANTIC_WEIGHT_NAME: f32 = 0.4;
+pub(crate) const SEMANTIC_WEIGHT_NAME: f32 = 0.4;
 /// The weight of the semantic leg for a query of [`QUESTION_WORDS`] words that carry meaning or
 /// more. Not 0.5: at equal weights each leg's leader scored exactly 0.5 when the other leg
 /// missed it, and their order was arbitrary; now the lexical leader comes first, by a margin
@@ -52,17 +52,17 @@ pub const SEMANTIC_WEIGHT_NAME: f32 = 0.4;
 /// descriptions stay level (0.561, 0.561, 0.559, 0.556): no word count tells the two kinds of
 /// sentence apart, so the weight is the highest that keeps SciFact at 0.74
 /// (docs/BENCHMARKS.md, "Fusion by query shape").
-pub const SEMANTIC_WEIGHT_QUESTION: f32 = 0.48;
+pub(crate) const SEMANTIC_WEIGHT_QUESTION: f32 = 0.48;
 /// A query of at most this many words that carry meaning is a name (see [`query_words`]).
-pub const NAME_WORDS: usize = 2;
+pub(crate) const NAME_WORDS: usize = 2;
 /// A query of at least this many words that carry meaning is a question; between the two, the
 /// weight moves linearly from [`SEMANTIC_WEIGHT_NAME`] to [`SEMANTIC_WEIGHT_QUESTION`].
-pub const QUESTION_WORDS: usize = 4;
+pub(crate) const QUESTION_WORDS: usize = 4;
 
 /// The weight of the semantic leg in the hybrid fusion of `query` (the lexical leg has 1 − this):
 /// [`SEMANTIC_WEIGHT_NAME`] for a name, [`SEMANTIC_WEIGHT_QUESTION`] for a question, linear in
 /// the number of words that carry meaning between them. Never 0.5.
-pub fn semantic_weight(query: &str) -> f32 {
+pub(crate) fn semantic_weight(query: &str) -> f32 {
     let words = query_words(query);
     if words <= NAME_WORDS {
         return SEMANTIC_WEIGHT_NAME;
@@ -113,7 +113,7 @@ impl FromStr for Mode {
 /// What a search reads: one index snapshot, and the vector index with the model that embeds
 /// queries for it, when the store has them.
 #[derive(Clone, Copy)]
-pub struct Sources<'a> {
+pub(crate) struct Sources<'a> {
     pub snapshot: &'a Snapshot,
     pub vectors: Option<&'a VectorSet>,
     pub embedder: Option<&'a dyn Embedder>,
@@ -312,7 +312,7 @@ pub struct QueryModel {
 
 /// Which model would embed queries for a store, before it is loaded: its configuration and
 /// fingerprint (`None` when none can), and what a person should know about the choice.
-pub struct QueryModelChoice {
+pub(crate) struct QueryModelChoice {
     pub chosen: Option<(crate::embed::ModelConfig, crate::embed::Fingerprint)>,
     pub notice: Option<String>,
     /// Why none can, when the store has vectors.
@@ -346,7 +346,7 @@ pub enum SemanticReason {
 
 impl SemanticReason {
     /// Every code, for the tool's output schema.
-    pub const ALL: [SemanticReason; 9] = [
+    pub(crate) const ALL: [SemanticReason; 9] = [
         SemanticReason::NoModel,
         SemanticReason::LexicalAsked,
         SemanticReason::ModelMissing,
@@ -555,7 +555,7 @@ pub fn load_failure(config: &crate::embed::ModelConfig) -> SemanticReason {
 
 /// The choice `query_model` makes, without loading the model: a server compares the chosen
 /// fingerprint with the model it holds, and loads only a model that changed.
-pub fn choose_query_model(
+pub(crate) fn choose_query_model(
     ledger: &Ledger,
     configured: Option<&crate::embed::ModelConfig>,
 ) -> Result<QueryModelChoice> {
@@ -635,7 +635,7 @@ pub fn choose_query_model(
 /// What `status` says of semantic search from here, without loading a model: the store's
 /// recorded model, whether it is found where the store recorded it (by its fingerprint), and
 /// how many chunks have its vector. The mode is the one a search that names none would run in.
-pub fn store_semantic_status(ledger: &Ledger) -> Result<(Mode, SemanticStatus)> {
+pub(crate) fn store_semantic_status(ledger: &Ledger) -> Result<(Mode, SemanticStatus)> {
     let chunks = ledger.counts()?.chunks;
     let Some(active) = ledger.active_model()? else {
         return Ok((
@@ -788,7 +788,7 @@ pub struct Coverage {
 pub const MAX_TOP_K: usize = 100;
 
 /// How deep the pages of one search (`cursor`, `next_cursor`) may reach, in hits.
-pub const MAX_PAGED_HITS: usize = 1_000;
+pub(crate) const MAX_PAGED_HITS: usize = 1_000;
 
 /// A search as the CLI and the agent tool ask for it.
 #[derive(Clone, Debug, PartialEq)]
@@ -916,7 +916,7 @@ pub fn search(reader: &StoreReader, request: &SearchRequest) -> Result<SearchRes
 /// Runs a search against one snapshot and returns the `request.top_k` hits after the first
 /// `offset`. The same snapshot gives the same ranking, so the pages of one snapshot follow each
 /// other without a gap or a repeat. A page ends at `MAX_PAGED_HITS` at the latest.
-pub fn search_page(
+pub(crate) fn search_page(
     sources_in: Sources<'_>,
     ledger: &Ledger,
     request: &SearchRequest,
@@ -1123,7 +1123,7 @@ fn with_similarity(
 }
 
 /// The most documents one query names exactly (`named_passages`) and that are put first.
-pub const MAX_NAMED_DOCUMENTS: usize = 10;
+pub(crate) const MAX_NAMED_DOCUMENTS: usize = 10;
 
 /// How many chunks of the documents a query names are looked at to find each one's best
 /// passage.
@@ -1452,7 +1452,7 @@ pub fn get_chunk(reader: &StoreReader, id: &ChunkId) -> Result<Option<ChunkRecor
 
 /// A stored chunk with its sources (the first source's lines), as `get_chunk` and `export`
 /// give it.
-pub fn chunk_record(ledger: &Ledger, chunk: StoredChunk) -> Result<ChunkRecord> {
+pub(crate) fn chunk_record(ledger: &Ledger, chunk: StoredChunk) -> Result<ChunkRecord> {
     let sources = ledger.sources_of_chunk(&chunk.id)?;
     let lines = sources.first().map_or([0, 0], |s| [s.lines.0, s.lines.1]);
     let pages = sources.first().and_then(|s| s.pages.map(|(a, b)| [a, b]));

@@ -18,6 +18,10 @@ pub struct FileStat {
 
 impl FileStat {
     /// The fields of a `stat(2)` answer.
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "the stat fields' types differ between platforms"
+    )]
     pub fn of(stat: &rustix::fs::Stat) -> FileStat {
         FileStat {
             size: stat.st_size as u64,
@@ -29,7 +33,7 @@ impl FileStat {
 }
 
 /// The stat fields the ledger's cache keeps.
-pub fn stat_of(meta: &std::fs::Metadata) -> FileStat {
+pub(crate) fn stat_of(meta: &std::fs::Metadata) -> FileStat {
     FileStat {
         size: meta.len(),
         mtime_ns: time_ns(meta.mtime(), meta.mtime_nsec()),
@@ -41,6 +45,6 @@ pub fn stat_of(meta: &std::fs::Metadata) -> FileStat {
 /// Seconds and nanoseconds as ns since the epoch, saturated: an mtime in the year 2400 is
 /// legal on ext4 and would overflow an `i64` of ns. A saturated mtime lies after every
 /// recording, so the racy-clean rule reads such a file on every run rather than trust it.
-pub fn time_ns(secs: i64, nsecs: i64) -> i64 {
+pub(crate) fn time_ns(secs: i64, nsecs: i64) -> i64 {
     secs.saturating_mul(1_000_000_000).saturating_add(nsecs)
 }

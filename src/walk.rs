@@ -201,7 +201,7 @@ impl PassedOver {
 
 impl Walk {
     /// True when `rel_path` is, or is under, a path that could not be read.
-    pub fn is_held_back(&self, rel_path: &str) -> bool {
+    pub(crate) fn is_held_back(&self, rel_path: &str) -> bool {
         self.unreadable.iter().any(|bad| {
             bad.is_empty()
                 || rel_path == bad

@@ -14,7 +14,7 @@ use std::path::Path;
 use crate::ids::{self, Generation};
 
 /// The file in a store folder that holds the cursor key.
-pub const CURSOR_KEY_FILE: &str = "cursor.key";
+pub(crate) const CURSOR_KEY_FILE: &str = "cursor.key";
 
 const PREFIX: &str = "c2.";
 const BODY_LEN: usize = 8 + 8 + 8 + 4;
@@ -37,7 +37,7 @@ impl CursorKey {
     /// The key of the store in `dir`, made on first use. When the folder cannot take the file
     /// (a read-only store), a key of this process alone: its cursors are then refused, with the
     /// same clear error as any foreign cursor, by any other process.
-    pub fn of_store(dir: &Path) -> CursorKey {
+    pub(crate) fn of_store(dir: &Path) -> CursorKey {
         let path = dir.join(CURSOR_KEY_FILE);
         for _ in 0..2 {
             if let Ok(bytes) = std::fs::read(&path)
@@ -78,7 +78,7 @@ impl CursorKey {
     }
 
     /// The cursor as text, bound to `request` (the query and filters it continues).
-    pub fn seal(&self, cursor: &Cursor, request: &[u8]) -> String {
+    pub(crate) fn seal(&self, cursor: &Cursor, request: &[u8]) -> String {
         let body = body(cursor);
         let mac = self.mac(&body, request);
         let mut text = String::from(PREFIX);

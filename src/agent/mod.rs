@@ -31,7 +31,7 @@ pub use canonical::canonical_json;
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 /// How long a key's answer is kept by default.
-pub const DEFAULT_TTL_MS: i64 = 7 * DAY_MS;
+pub(crate) const DEFAULT_TTL_MS: i64 = 7 * DAY_MS;
 /// The shortest TTL allowed: a retry a day later must still be recognised.
 pub const MIN_TTL_MS: i64 = DAY_MS;
 /// The longest key accepted.
@@ -285,7 +285,7 @@ impl CallError {
     }
 
     /// The structured error a tool result carries.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut error = json!({"code": self.code(), "message": self.message()});
         match self {
             CallError::RateLimited {
@@ -406,20 +406,20 @@ impl Agent {
 
     /// Whether the shared ledger answered the last time it was asked: `Err` says since when
     /// (ms) and why not. Always `Ok` without a shared ledger.
-    pub fn ledger_reachable(&self) -> std::result::Result<(), (i64, String)> {
+    pub(crate) fn ledger_reachable(&self) -> std::result::Result<(), (i64, String)> {
         self.recorder.reachable()
     }
 
     /// Records whether the shared ledger answered (a sync step, or a call): while it does not,
     /// caller-keyed calls are refused at once and unkeyed ones answered from the replica and
     /// spooled.
-    pub fn note_ledger(&self, outcome: std::result::Result<(), &Error>) {
+    pub(crate) fn note_ledger(&self, outcome: std::result::Result<(), &Error>) {
         self.recorder.note(outcome);
     }
 
     /// With a shared ledger: whether it answers, and how many calls wait in this host's spool
     /// (`None` when the replica cannot be read); `None` without one.
-    pub fn shared_state(&self) -> Option<(bool, Option<u64>)> {
+    pub(crate) fn shared_state(&self) -> Option<(bool, Option<u64>)> {
         if !self.recorder.is_shared() {
             return None;
         }
@@ -440,7 +440,7 @@ impl Agent {
     /// swapped in between the two writes here would keep the model it was given before, for
     /// ever, while the server believed it held the new one.
     /// `problem` says why there is none, when the store's model could not be loaded.
-    pub fn set_query_model(
+    pub(crate) fn set_query_model(
         &self,
         model: Option<Arc<dyn crate::embed::Embedder>>,
         problem: Option<crate::search::ModelProblem>,
@@ -477,7 +477,10 @@ impl Agent {
 
     /// The model configured for this server (`--embed-model`, `--embed-url`): the one it
     /// embeds queries with whenever it is the store's active model.
-    pub fn with_configured_model(mut self, config: Option<crate::embed::ModelConfig>) -> Agent {
+    pub(crate) fn with_configured_model(
+        mut self,
+        config: Option<crate::embed::ModelConfig>,
+    ) -> Agent {
         self.configured_model = config;
         self
     }
@@ -496,7 +499,7 @@ impl Agent {
     /// rather than compared with the old vectors. A model that cannot be loaded is tried again
     /// at the next recheck, not at every call. A server calls this on a loop of its own beside
     /// `reload`, so loading a model or probing a slow server never holds up a new generation.
-    pub fn follow_active_model(&self) {
+    pub(crate) fn follow_active_model(&self) {
         let Some(vectors) = self
             .current_reader()
             .and_then(|reader| reader.vectors())
@@ -650,7 +653,7 @@ impl Agent {
     /// Handles one call that its caller may cancel (MCP `notifications/cancelled`): `cancelled`
     /// is asked just before the commit. Cancelled by then, the call writes nothing and a retry
     /// with its key executes; cancelled later, its rows stay and a retry replays.
-    pub fn call_cancellable(
+    pub(crate) fn call_cancellable(
         &self,
         call: &ToolCall,
         now_ms: i64,

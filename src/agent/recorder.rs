@@ -55,7 +55,7 @@ pub trait CallLedger: Send + Sync {
 /// A store's own ledger as the agent path uses it: read-only connections for lookups and
 /// quotas, and one connection for the writes (SQLite takes one writer at a time in any case),
 /// absent on a read-only mount.
-pub struct LocalCalls {
+pub(crate) struct LocalCalls {
     dir: std::path::PathBuf,
     reads: LedgerPool,
     writes: Option<Mutex<Ledger>>,
@@ -148,7 +148,7 @@ impl CallLedger for LocalCalls {
 
 /// The shared ledger as the agent path uses it: every host's keys, audit, usage and rate limit
 /// in one PostgreSQL transaction per call.
-pub struct SharedCalls {
+pub(crate) struct SharedCalls {
     ledger: PgLedger,
     /// This host's name in the audit rows.
     served_by: String,

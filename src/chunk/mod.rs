@@ -39,7 +39,7 @@ pub const CHUNKER_VERSION: u32 = 1;
 /// hit (`</details>`, `Short.`): it joins a neighbour in its section. Short enough that a
 /// short sentence or a one-line command stays a chunk where its section holds more. A target
 /// size under four times this asks for small chunks, and the least is then a quarter of it.
-pub const MIN_CHUNK_CHARS: usize = 20;
+pub(crate) const MIN_CHUNK_CHARS: usize = 20;
 
 /// The version of the recipe that makes a document's chunks from a file of this format, as the
 /// ledger records it per document: the format's extractor version (`extract::extractor_version`)

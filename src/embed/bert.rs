@@ -22,7 +22,7 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{Config, HiddenAct};
 
 /// The loaded encoder.
-pub struct Encoder {
+pub(crate) struct Encoder {
     /// The embedding tables, `[rows, hidden]` row-major: read a row at a time.
     word: Vec<f32>,
     position: Vec<f32>,
@@ -60,7 +60,7 @@ struct Norm {
 
 /// A pack's token vectors: `[tokens, hidden]` row-major, the texts' rows one after the other,
 /// and each text's first row and row count.
-pub struct Hidden {
+pub(crate) struct Hidden {
     pub values: Vec<f32>,
     pub spans: Vec<(usize, usize)>,
 }

@@ -16,33 +16,33 @@ use serde_json::Value;
 use super::LocalConfig;
 use crate::error::{Error, Result};
 
-pub const CONFIG: &str = "config.json";
-pub const WEIGHTS: &str = "model.safetensors";
-pub const TOKENIZER: &str = "tokenizer.json";
-pub const POOLING: &str = "1_Pooling/config.json";
-pub const NORMALIZE: &str = "2_Normalize";
-pub const SENTENCE_BERT: &str = "sentence_bert_config.json";
-pub const SENTENCE_TRANSFORMERS: &str = "config_sentence_transformers.json";
+pub(crate) const CONFIG: &str = "config.json";
+pub(crate) const WEIGHTS: &str = "model.safetensors";
+pub(crate) const TOKENIZER: &str = "tokenizer.json";
+pub(crate) const POOLING: &str = "1_Pooling/config.json";
+pub(crate) const NORMALIZE: &str = "2_Normalize";
+pub(crate) const SENTENCE_BERT: &str = "sentence_bert_config.json";
+pub(crate) const SENTENCE_TRANSFORMERS: &str = "config_sentence_transformers.json";
 
 /// The largest settings file read (`config.json` and the sentence-transformers JSON files): a
 /// real one is a few hundred bytes, a classifier's `config.json` with its labels some hundred
 /// KiB. A larger file is refused before it is read, so a hostile folder costs no more.
-pub const MAX_SETTINGS_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_SETTINGS_BYTES: u64 = 1 << 20;
 /// The largest `tokenizer.json` read: a BERT tokenizer's is under 1 MiB, a multilingual
 /// vocabulary's some 10 MiB.
-pub const MAX_TOKENIZER_BYTES: u64 = 32 << 20;
+pub(crate) const MAX_TOKENIZER_BYTES: u64 = 32 << 20;
 /// The longest query or passage prefix, in bytes. Published prompts are a sentence at most;
 /// every text is embedded with its prefix, so a long one costs its tokenization on every
 /// passage (a 4 MB prompt took 16 s and 1.5 GB), and one longer than the model's maximum
 /// length would leave no room for the text at all.
-pub const MAX_PREFIX_BYTES: usize = 4096;
+pub(crate) const MAX_PREFIX_BYTES: usize = 4096;
 
 /// The largest `model.safetensors` read, whatever `config.json` says: BERT-large in f32 is
 /// 1.3 GB. Below it the bound is `ModelFolder::max_weights_bytes`.
-pub const MAX_WEIGHTS_BYTES: u64 = 4 << 30;
+pub(crate) const MAX_WEIGHTS_BYTES: u64 = 4 << 30;
 
 /// Every path the settings or the vectors depend on, in a fixed order (for `stat_key`).
-pub const FILES: [&str; 7] = [
+pub(crate) const FILES: [&str; 7] = [
     CONFIG,
     WEIGHTS,
     TOKENIZER,
@@ -212,7 +212,7 @@ impl ModelFolder {
     /// over for the heads a checkpoint may carry beside them, and 64 MiB for the header; at most
     /// `MAX_WEIGHTS_BYTES`. The weights are read whole into memory (and hashed whole), so a
     /// larger file, or a sparse one of any size, is refused before it is read.
-    pub fn max_weights_bytes(&self) -> u64 {
+    pub(crate) fn max_weights_bytes(&self) -> u64 {
         let config = &self.bert;
         let [hidden, inner, layers, vocab, positions, types] = [
             config.hidden_size,
@@ -246,7 +246,7 @@ impl ModelFolder {
     }
 
     /// Refuses a `model.safetensors` of `size` bytes over `max_weights_bytes`.
-    pub fn check_weights_size(&self, size: u64) -> Result<()> {
+    pub(crate) fn check_weights_size(&self, size: u64) -> Result<()> {
         let limit = self.max_weights_bytes();
         if size > limit {
             return Err(model_error(
@@ -333,7 +333,7 @@ fn read_file(dir: &Path, name: &str) -> Result<Option<Vec<u8>>> {
 
 /// The bytes of `dir/name`, or `None` when it does not exist; refused when it holds more than
 /// `limit` bytes, without reading more than that (a file that grows meanwhile included).
-pub fn read_bounded(dir: &Path, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+pub(crate) fn read_bounded(dir: &Path, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let cannot = |error: std::io::Error| {

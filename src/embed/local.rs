@@ -295,7 +295,7 @@ impl Embedder for LocalModel {
 /// equal lengths keep their order), so the packs that take longest start first and the last ones
 /// are short; a pack closes when the next text would take it past `budget` (a text longer than
 /// `budget` is a pack alone).
-pub fn packs_by_length(lengths: &[usize], budget: usize) -> Vec<Vec<usize>> {
+pub(crate) fn packs_by_length(lengths: &[usize], budget: usize) -> Vec<Vec<usize>> {
     let mut order = (0..lengths.len()).collect::<Vec<_>>();
     order.sort_by_key(|&index| std::cmp::Reverse(lengths[index]));
     let mut packs = Vec::new();

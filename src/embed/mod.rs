@@ -117,7 +117,7 @@ pub trait Embedder: Send + Sync {
 /// (`kind` `local` with `path`, or `remote` with `url` and `name`; prefixes and maximum length
 /// when set), for a reader that must embed queries with the model a store's vectors came from.
 /// The caller checks the fingerprint: the folder may have changed since.
-pub fn config_from_description(description: &serde_json::Value) -> Option<ModelConfig> {
+pub(crate) fn config_from_description(description: &serde_json::Value) -> Option<ModelConfig> {
     let text = |key: &str| {
         description
             .get(key)

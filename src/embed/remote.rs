@@ -38,7 +38,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(10);
 /// The text whose vector names the model (sent without the prefixes).
 const PROBE_TEXT: &str = "dimension probe";
 /// How long a probe's answer stands for the model behind an endpoint in this process.
-pub const PROBE_FRESH_FOR: Duration = Duration::from_secs(60);
+pub(crate) const PROBE_FRESH_FOR: Duration = Duration::from_secs(60);
 /// The least cosine between the probe's answer now and a recorded model's for the two to be one
 /// model. Float noise is far above it: a server in fp16 or bf16, or one that batches requests
 /// differently, moves each number of a unit vector by about 1e-3, which in 384 to 4096
@@ -48,7 +48,7 @@ pub const PROBE_FRESH_FOR: Duration = Duration::from_secs(60);
 /// fine-tuned model answers the same text at a cosine well under 0.99, and a model of another
 /// size is never compared (its dimensions differ). The same weights served at another precision
 /// may stay above it, and are then the same model: their vectors are that close to the old.
-pub const SAME_MODEL_COSINE: f64 = 0.999;
+pub(crate) const SAME_MODEL_COSINE: f64 = 0.999;
 /// The rounding step of the probe's vector in a new model's fingerprint. The fingerprint only
 /// needs to be a name nobody else has: whether two answers are one model is the cosine's to
 /// say, never the rounding's.
@@ -179,7 +179,7 @@ fn fingerprint_of(config: &RemoteConfig, probe: &[f32], salt: Salt) -> Fingerpri
 }
 
 /// A remote model, named by its answer to the probe.
-pub struct RemoteModel {
+pub(crate) struct RemoteModel {
     config: RemoteConfig,
     agent: ureq::Agent,
     fingerprint: Fingerprint,

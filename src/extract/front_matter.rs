@@ -19,7 +19,7 @@ use yaml_rust2::scanner::TScalarStyle;
 /// The largest front matter read, in bytes; a larger block is cut from the body unread.
 pub const MAX_FRONT_MATTER_BYTES: usize = 64 * 1024;
 /// The deepest nesting of YAML sequences and mappings read; the title and tags need 2.
-pub const MAX_FRONT_MATTER_DEPTH: usize = 32;
+pub(crate) const MAX_FRONT_MATTER_DEPTH: usize = 32;
 
 /// What the front matter says, and where the body starts.
 #[derive(Debug, Default, PartialEq, Eq)]

@@ -33,10 +33,10 @@ const STDERR_TAIL: usize = 512;
 const POLL: Duration = Duration::from_millis(5);
 
 /// The name of the subcommand the child runs.
-pub const WORKER_COMMAND: &str = "extract-worker";
+pub(crate) const WORKER_COMMAND: &str = "extract-worker";
 
 /// Extracts `bytes` as `format` in a child process of `exe` under `options.limits`.
-pub fn extract_in_child(
+pub(crate) fn extract_in_child(
     exe: &Path,
     format: Format,
     bytes: &[u8],

@@ -38,7 +38,7 @@ use crate::format::Format;
 /// of the format another text or structure. It is part of the recipe a store records per
 /// document (`chunk::recipe_version`), so an upgrade re-chunks the files of this format
 /// only. Markdown and plain text are read as they are (0).
-pub fn extractor_version(format: Format) -> u32 {
+pub(crate) fn extractor_version(format: Format) -> u32 {
     match format {
         Format::Markdown | Format::PlainText => 0,
         Format::Mdx => mdx::VERSION,
@@ -123,7 +123,7 @@ pub struct Extracted {
 
 impl Extracted {
     /// A text read as it is, with the given structure.
-    pub fn as_is(text: String, structure: Structure) -> Extracted {
+    pub(crate) fn as_is(text: String, structure: Structure) -> Extracted {
         Extracted {
             text,
             structure,
@@ -177,7 +177,7 @@ pub struct Options {
 }
 
 /// Why a file could not be read as its format at all.
-pub type Unreadable = String;
+pub(crate) type Unreadable = String;
 
 /// Extracts a file of `format`. Never panics: a panic in an extractor is caught and reported
 /// as the file being unreadable.
@@ -243,7 +243,7 @@ fn decode_html(bytes: &[u8]) -> Result<String, Unreadable> {
 
 /// A point in time an extractor must stop by; checked as it goes.
 #[derive(Clone, Copy, Debug)]
-pub struct Deadline(Instant);
+pub(crate) struct Deadline(Instant);
 
 impl Deadline {
     pub fn after(time: Duration) -> Deadline {

@@ -56,12 +56,11 @@ const KEEP_REPLACED_FOR: Duration = Duration::from_secs(10 * 60);
 /// How often a reload reads `meta.json` again when commits land while it looks.
 const CAPTURE_TRIES: usize = 16;
 
-pub use query::query_words;
-pub use tokenizer::MAX_PARTS;
+pub(crate) use query::query_words;
 /// The analyzer of every text field and query, its version, and the name (with the version) an
 /// index registers it under: for programs that open a store's index with Tantivy alone (the
 /// reference benchmarks).
-pub use tokenizer::{VERSION as ANALYZER_VERSION, analyzer, name as analyzer_name};
+pub use tokenizer::{analyzer, name as analyzer_name};
 
 /// A chunk as the index receives it.
 #[derive(Clone, Debug)]
@@ -425,7 +424,7 @@ fn directory(dir: &Path) -> Result<CrashDirectory> {
 
 /// The generation of the index's last commit in `dir`, read from its `meta.json` alone,
 /// without opening the index: for `status`, which must work while the index is damaged.
-pub fn committed_generation(dir: &Path) -> Result<Generation> {
+pub(crate) fn committed_generation(dir: &Path) -> Result<Generation> {
     let path = dir.join("meta.json");
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
@@ -461,7 +460,7 @@ impl Index {
     /// Opens the index in `dir` for reading: as `open`, and also an index of the schema before
     /// `whole_labels` existed, searched without exact-name promotion (a warning says so) until
     /// the next writer rebuilds it. An upgrade then never takes a store's servers down.
-    pub fn open_for_reading(dir: &Path) -> Result<Index> {
+    pub(crate) fn open_for_reading(dir: &Path) -> Result<Index> {
         Index::open_with(dir, Schemas::CurrentOrPrevious)
     }
 
@@ -554,7 +553,7 @@ impl Index {
 
     /// True when the folder this index was opened from has been replaced (a rebuild swapped a
     /// new index in): a reader must open the new one to see its commits.
-    pub fn is_replaced(&self) -> bool {
+    pub(crate) fn is_replaced(&self) -> bool {
         folder_identity(&self.dir) != self.folder
     }
 
@@ -570,7 +569,7 @@ impl Index {
     }
 
     /// A kept snapshot of this generation and segment layout, if there still is one.
-    pub fn snapshot_at(&self, generation: Generation, layout: u64) -> Option<Arc<Snapshot>> {
+    pub(crate) fn snapshot_at(&self, generation: Generation, layout: u64) -> Option<Arc<Snapshot>> {
         let snapshots = self.snapshots.read().unwrap_or_else(|e| e.into_inner());
         snapshots
             .iter()
@@ -626,7 +625,7 @@ impl Index {
     /// atomic writes. For a writer, under the store's lock, before it writes: no other writer
     /// runs, and readers never open a file the last commit does not use (Tantivy's collection
     /// waits for a reader that is opening segments). A clean folder is left untouched.
-    pub fn remove_leftovers(&self) -> Result<()> {
+    pub(crate) fn remove_leftovers(&self) -> Result<()> {
         remove_unused_files(&self.index)?;
         remove_temporary_files(&self.dir)
     }
@@ -714,7 +713,7 @@ impl Snapshot {
     }
 
     /// The key of its segment layout (`ids::layout_key`).
-    pub fn layout(&self) -> u64 {
+    pub(crate) fn layout(&self) -> u64 {
         self.layout
     }
 
@@ -804,7 +803,11 @@ impl Snapshot {
     }
 
     /// What marks a query's matches in the passages a search returns.
-    pub fn highlighter(&self, query_text: &str, config: &QueryConfig) -> Result<Highlighter> {
+    pub(crate) fn highlighter(
+        &self,
+        query_text: &str,
+        config: &QueryConfig,
+    ) -> Result<Highlighter> {
         let query = query::build(self.searcher.index(), &self.fields, query_text, config);
         let mut snippets = SnippetGenerator::create(&self.searcher, &*query, self.fields.body)
             .map_err(index_error("snippet"))?;
@@ -817,7 +820,7 @@ impl Snapshot {
 const SNIPPET_CHARS: usize = 240;
 
 /// Makes the snippets of one query's hits.
-pub struct Highlighter {
+pub(crate) struct Highlighter {
     snippets: SnippetGenerator,
 }
 

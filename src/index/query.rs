@@ -216,7 +216,7 @@ pub(crate) fn build_named(
 /// `Get-ChildItem`, `GET _cluster/allocation/explain`) is one or two such words however many
 /// parts it splits into; a question is several ("which folders are eating up all my storage":
 /// five). Search weighs its two legs by this count.
-pub fn query_words(text: &str) -> usize {
+pub(crate) fn query_words(text: &str) -> usize {
     let mut analyzer = super::tokenizer::analyzer();
     let stop = super::tokenizer::stop_words();
     text.split_whitespace()

@@ -30,7 +30,7 @@ use tantivy::tokenizer::{
 /// under another version is of another schema: the next writer rebuilds it and readers say to
 /// run `rebuild`. The unit test `a_fixed_set_of_words_keeps_its_tokens` fails when the tokens
 /// change, to say so.
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 
 /// The name the analyzer is registered under in every index, with its [`VERSION`].
 pub fn name() -> String {
@@ -41,7 +41,7 @@ pub fn name() -> String {
 const NAME_STEM: &str = "groundidx_words";
 
 /// The most parts one word is split into.
-pub const MAX_PARTS: usize = 16;
+pub(crate) const MAX_PARTS: usize = 16;
 
 /// Tokens longer than this many bytes are dropped (Tantivy's default analyzer does the same):
 /// no one searches for them, and a long one would bloat the term dictionary.
@@ -132,7 +132,7 @@ impl<T: TokenStream> TokenStream for CachedStemmerStream<T> {
 
 /// The parts of `text` in order, one per position (a word of several parts gives its parts, not
 /// its whole), as the analyzer makes them.
-pub fn parts_in_order(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
+pub(crate) fn parts_in_order(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
     let mut parts: Vec<(usize, String)> = Vec::new();
     let mut stream = analyzer.token_stream(text);
     while stream.advance() {
@@ -150,7 +150,7 @@ pub fn parts_in_order(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
 /// [`MAX_PARTS`] of them. `EIP-1559`, `eip 1559` and `eip1559` have the same key, and so do
 /// `Cluster health` and `cluster-health`; a query whose own key equals it names the label
 /// exactly.
-pub fn whole_label(analyzer: &mut TextAnalyzer, label: &str) -> Option<String> {
+pub(crate) fn whole_label(analyzer: &mut TextAnalyzer, label: &str) -> Option<String> {
     let parts = parts_in_order(analyzer, label);
     (!parts.is_empty() && parts.len() <= MAX_PARTS).then(|| parts.join(" "))
 }
@@ -161,7 +161,7 @@ pub fn whole_label(analyzer: &mut TextAnalyzer, label: &str) -> Option<String> {
 /// end with a stop word (`v2.3.1` in `geth-v2.3.1`); and its single parts that hold a digit (`1559` in
 /// `eip-1559`). Never a single plain word of a longer label: a question that says `why` does
 /// not name `why-kubernetes-and-eks`.
-pub fn label_terms(analyzer: &mut TextAnalyzer, label: &str) -> Vec<String> {
+pub(crate) fn label_terms(analyzer: &mut TextAnalyzer, label: &str) -> Vec<String> {
     let parts = parts_in_order(analyzer, label);
     let mut terms: Vec<String> = Vec::new();
     let mut add = |term: String| {
@@ -203,7 +203,7 @@ const STOP_WORDS: &[&str] = &[
 
 /// [`STOP_WORDS`] as the analyzer makes them, computed once per process (every label of every
 /// chunk written and every query asks).
-pub fn stop_words() -> &'static [String] {
+pub(crate) fn stop_words() -> &'static [String] {
     static STOPPED: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
         let mut analyzer = analyzer();
         STOP_WORDS
@@ -215,11 +215,11 @@ pub fn stop_words() -> &'static [String] {
 }
 
 /// The most parts a label can have and still be matched by a query.
-pub const MAX_LABEL_PARTS: usize = 8;
+pub(crate) const MAX_LABEL_PARTS: usize = 8;
 
 /// Splits text into words, and each word of several parts into its whole and its parts.
 #[derive(Clone, Default)]
-pub struct IdentifierTokenizer {
+pub(crate) struct IdentifierTokenizer {
     token: Token,
 }
 
@@ -239,7 +239,7 @@ impl Tokenizer for IdentifierTokenizer {
 }
 
 /// The tokens of one text, a word at a time.
-pub struct IdentifierTokenStream<'a> {
+pub(crate) struct IdentifierTokenStream<'a> {
     text: &'a str,
     /// Byte offset where the next word is looked for.
     cursor: usize,

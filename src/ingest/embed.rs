@@ -52,7 +52,7 @@ pub struct EmbedReport {
 }
 
 /// The text a chunk is embedded as: its heading path, then its text.
-pub fn passage_text(chunk: &StoredChunk) -> String {
+pub(crate) fn passage_text(chunk: &StoredChunk) -> String {
     if chunk.heading_path.is_empty() {
         chunk.text.clone()
     } else {

@@ -33,8 +33,8 @@ use crate::ledger::{Batch, NewDocument, SourceUpsert};
 use crate::store::{Store, StoreConfig};
 use crate::walk::{Excludes, WalkedFile, Warning, WarningKind};
 
-pub use plan::{KnownSources, PlanConfig, RootPlan, plan_root};
-pub use read::{ReadOutcome, read_file};
+pub(crate) use plan::{KnownSources, PlanConfig, RootPlan, plan_root};
+pub(crate) use read::{ReadOutcome, read_file};
 
 /// Files larger than this are skipped with a warning unless `--max-file-size` says otherwise.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 * 1024 * 1024;

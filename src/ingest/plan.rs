@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rayon::prelude::*;
 
@@ -28,9 +28,7 @@ const RACY_WINDOW_NS: i64 = 2_000_000_000;
 
 /// What a run will do under one root.
 #[derive(Debug)]
-pub struct RootPlan {
-    /// The canonical root folder.
-    pub root: PathBuf,
+pub(crate) struct RootPlan {
     /// The root as the ledger names it.
     pub root_key: String,
     /// The root folder, opened once by the walk; every file is read relative to it. `None`
@@ -46,8 +44,6 @@ pub struct RootPlan {
     pub unchanged: usize,
     /// Known paths the walk did not see, under no unreadable folder.
     pub to_delete: Vec<String>,
-    /// Known paths the walk did not see but whose deletion is held back.
-    pub held_back: usize,
     /// The files passed over for their format, by extension.
     pub passed_over: walk::PassedOver,
     pub warnings: Vec<Warning>,
@@ -55,7 +51,7 @@ pub struct RootPlan {
 
 /// What the ledger knew of every path under a root before the run, sorted by path.
 #[derive(Debug, Default)]
-pub struct KnownSources(Vec<(String, SourceRecord)>);
+pub(crate) struct KnownSources(Vec<(String, SourceRecord)>);
 
 impl KnownSources {
     /// The ledger's sources of a root (sorted here if they are not already).
@@ -78,10 +74,6 @@ impl KnownSources {
         self.0.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// Every known path with its record, sorted by path.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &SourceRecord)> {
         self.0.iter().map(|(path, record)| (path.as_str(), record))
@@ -90,7 +82,7 @@ impl KnownSources {
 
 /// How a root is planned.
 #[derive(Clone, Copy, Debug)]
-pub struct PlanConfig<'a> {
+pub(crate) struct PlanConfig<'a> {
     pub excludes: &'a Excludes,
     /// Ignore the stat cache.
     pub rehash: bool,
@@ -102,7 +94,7 @@ pub struct PlanConfig<'a> {
 }
 
 /// Plans one root. `root` must be canonical.
-pub fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Result<RootPlan> {
+pub(crate) fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Result<RootPlan> {
     let root_key = root
         .to_str()
         .ok_or_else(|| Error::Usage(format!("folder name {} is not valid UTF-8", root.display())))?
@@ -137,11 +129,9 @@ pub fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Resul
     }
     unseen.extend(known_paths.map(|(path, _)| path));
     let mut to_delete = Vec::new();
-    let mut held_back = 0;
+    // A known path the walk did not see under a folder it could not read is kept.
     for path in unseen {
-        if walked.is_held_back(path) {
-            held_back += 1;
-        } else {
+        if !walked.is_held_back(path) {
             to_delete.push(path.to_string());
         }
     }
@@ -158,7 +148,6 @@ pub fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Resul
         }
     }
     Ok(RootPlan {
-        root: root.to_path_buf(),
         root_key,
         root_dir: walked.root_dir,
         root_id,
@@ -166,7 +155,6 @@ pub fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Resul
         to_read,
         unchanged,
         to_delete,
-        held_back,
         passed_over: walked.passed_over,
         warnings: walked.warnings,
     })

@@ -25,7 +25,7 @@ use crate::walk::{WalkedFile, Warning};
 
 /// What reading a file gave.
 #[derive(Debug)]
-pub enum ReadOutcome {
+pub(crate) enum ReadOutcome {
     /// The content of the file (valid UTF-8 for a text format), its hash, and the stat the
     /// content belongs to.
     Text {
@@ -39,7 +39,7 @@ pub enum ReadOutcome {
 }
 
 /// Reads `file` under the root folder `root_dir`, refusing anything over `max_size` bytes.
-pub fn read_file(root_dir: BorrowedFd<'_>, file: &WalkedFile, max_size: u64) -> ReadOutcome {
+pub(crate) fn read_file(root_dir: BorrowedFd<'_>, file: &WalkedFile, max_size: u64) -> ReadOutcome {
     let rel = file.rel_path.as_str();
     let mut handle = match open_beneath(root_dir, &file.read_path) {
         Ok(fd) => File::from(fd),

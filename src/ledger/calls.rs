@@ -88,7 +88,7 @@ pub struct UsageRow {
 /// A call answered while the shared ledger could not be reached, as this host's mirror spooled
 /// it: its audit row and usage unit, to forward.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpooledCall {
+pub(crate) struct SpooledCall {
     pub scope: String,
     pub key: String,
     pub key_source: String,

@@ -129,7 +129,7 @@ pub struct VectorChanges {
 /// Where a mirror last found its shared ledger, for the message that refuses another one:
 /// the URL without its password, and the schema.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MirrorBinding {
+pub(crate) struct MirrorBinding {
     pub url: String,
     pub schema: String,
 }

@@ -26,7 +26,7 @@ pub fn path_glob(pattern: &str) -> std::result::Result<GlobMatcher, String> {
 /// A document at one path: what `list_documents` lists and `read_document` heads its answer
 /// with.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DocumentEntry {
+pub(crate) struct DocumentEntry {
     /// The folder it was ingested from (canonical path).
     pub root: String,
     /// Its path relative to `root`.
@@ -55,7 +55,7 @@ pub struct Passage {
 }
 
 /// A page of a listing: the entries, and whether more follow.
-pub struct Listing {
+pub(crate) struct Listing {
     pub documents: Vec<DocumentEntry>,
     pub more: bool,
 }

@@ -16,7 +16,7 @@ pub struct ModelRow {
 
 /// How many of the ledger's chunks have a vector under one model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct VectorCoverage {
+pub(crate) struct VectorCoverage {
     pub vectors: u64,
     pub chunks: u64,
 }
@@ -31,12 +31,12 @@ pub struct VectorGc {
 }
 
 /// A vector as stored: little-endian f32.
-pub fn encode_vector(vector: &[f32]) -> Vec<u8> {
+pub(crate) fn encode_vector(vector: &[f32]) -> Vec<u8> {
     vector.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 /// The f32s of a stored vector; `None` when the length is not a whole number of them.
-pub fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
+pub(crate) fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
     if !bytes.len().is_multiple_of(4) {
         return None;
     }

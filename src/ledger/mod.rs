@@ -24,20 +24,25 @@ use crate::error::Result;
 use crate::ids::{ChunkId, DocHash, Generation};
 use crate::stat::FileStat;
 
-pub use calls::{AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow};
-pub use changes::{
-    ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, MirrorBinding, ModelRecord,
-    ReplicaState, RunRow, SourceRow, VectorChanges, VectorRow,
+pub(crate) use calls::{
+    AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow,
 };
-pub use documents::{DocumentEntry, Listing, Passage, path_glob};
-pub use embeddings::{ModelRow, VectorCoverage, VectorGc, decode_vector, encode_vector};
-pub use sqlite::pool::{LedgerPool, PooledLedger, READ_CONNECTIONS};
+pub use changes::{ChangeSet, RunRow};
+pub(crate) use changes::{
+    ChunkRow, DocChunkRow, DocumentRow, LogRow, MirrorBinding, ModelRecord, ReplicaState,
+    SourceRow, VectorChanges, VectorRow,
+};
+pub use documents::path_glob;
+pub(crate) use documents::{DocumentEntry, Listing, Passage};
+pub(crate) use embeddings::{ModelRow, VectorCoverage, VectorGc, decode_vector, encode_vector};
+pub use sqlite::Ledger;
+pub(crate) use sqlite::on_read_only_mount;
+pub(crate) use sqlite::pool::{LedgerPool, PooledLedger, READ_CONNECTIONS};
 pub use sqlite::schema::SCHEMA_VERSION;
-pub use sqlite::{Ledger, on_read_only_mount};
 
 /// What a mirror's batch calls to publish its change set to the shared ledger, before it
 /// commits; it returns the shared log position the change set took.
-pub type Publish<'a> = dyn FnMut(&ChangeSet) -> Result<ReplicaState> + 'a;
+pub(crate) type Publish<'a> = dyn FnMut(&ChangeSet) -> Result<ReplicaState> + 'a;
 
 /// How a ledger is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +55,7 @@ pub enum Access {
 
 /// What the ledger knows of one path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SourceRecord {
+pub(crate) struct SourceRecord {
     pub doc_hash: DocHash,
     pub stat: FileStat,
     /// When the stat was recorded, in ns since the epoch (for the racy-clean check).
@@ -77,14 +82,14 @@ pub struct NewDocument {
 }
 
 /// The most front-matter fields kept per document (the first, by key).
-pub const MAX_FIELDS: usize = 64;
+pub(crate) const MAX_FIELDS: usize = 64;
 /// The longest front-matter key or value kept, in characters; a longer one is cut.
-pub const MAX_FIELD_CHARS: usize = 256;
+pub(crate) const MAX_FIELD_CHARS: usize = 256;
 
 /// What the documents that hold a chunk are called, as the ledger knows it now: what the index
 /// labels the chunk with.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ChunkDocuments {
+pub(crate) struct ChunkDocuments {
     /// The file name stems (the name without its folder and last extension) of every source of
     /// every such document, distinct and sorted.
     pub names: Vec<String>,
@@ -155,7 +160,7 @@ pub struct StoredChunk {
 /// Where a chunk appears: a source path under a root, with the chunk's lines there (and its
 /// pages, for a format with pages: its lines are then lines of those pages' text).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ChunkSource {
+pub(crate) struct ChunkSource {
     pub root: String,
     pub path: String,
     pub lines: (u32, u32),

@@ -12,15 +12,15 @@ use rmcp::model::{ClientJsonRpcMessage, RequestId};
 use serde_json::{Value, json};
 
 /// The one protocol revision whose sessions accept batches.
-pub const BATCH_REVISION: &str = "2025-03-26";
+pub(crate) const BATCH_REVISION: &str = "2025-03-26";
 
 /// Whether a session at this protocol revision accepts batches.
-pub fn accepts_batches(revision: &str) -> bool {
+pub(crate) fn accepts_batches(revision: &str) -> bool {
     revision == BATCH_REVISION
 }
 
 /// The message a batch gets in a session at another revision (or before one is agreed).
-pub fn refused_message(revision: Option<&str>) -> String {
+pub(crate) fn refused_message(revision: Option<&str>) -> String {
     let revision = revision.map_or_else(
         || "none is agreed yet".to_string(),
         |revision| format!("this session is at {revision}"),
@@ -31,7 +31,7 @@ pub fn refused_message(revision: Option<&str>) -> String {
 }
 
 /// The message an empty batch gets.
-pub const EMPTY_MESSAGE: &str = "invalid request: the batch is empty";
+pub(crate) const EMPTY_MESSAGE: &str = "invalid request: the batch is empty";
 
 /// A JSON-RPC error object with this id.
 pub fn error(id: Value, code: i64, message: &str) -> Value {
@@ -39,7 +39,7 @@ pub fn error(id: Value, code: i64, message: &str) -> Value {
 }
 
 /// What one element of a batch comes to.
-pub enum Element {
+pub(crate) enum Element {
     /// A message for rmcp; a request among them is answered in the batch's answer.
     Message(Box<ClientJsonRpcMessage>),
     /// An answer made here, without rmcp.
@@ -76,7 +76,7 @@ impl Element {
 }
 
 /// The id rmcp answers a message under, when it answers it: requests only.
-pub fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
+pub(crate) fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
     match message {
         ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
         _ => None,

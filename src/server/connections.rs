@@ -76,7 +76,7 @@ const FILES_BESIDE_CONNECTIONS: u64 = 64;
 
 impl ConnectionLimits {
     /// How many slots connections that have not proved themselves may hold.
-    pub fn max_unproved(&self) -> usize {
+    pub(crate) fn max_unproved(&self) -> usize {
         (self.max_connections / 4).max(1)
     }
 
@@ -108,7 +108,7 @@ impl ConnectionLimits {
 /// Raises this process's soft open-file limit to its hard limit, as servers do (a soft limit of
 /// 1,024 is a default for interactive shells, not a choice); returns the limit now in force,
 /// `None` when there is none.
-pub fn raise_open_file_limit() -> Option<u64> {
+pub(crate) fn raise_open_file_limit() -> Option<u64> {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     let limit = getrlimit(Resource::Nofile);
     // macOS refuses an unlimited soft limit; a million is more than any deployment needs.
@@ -128,7 +128,7 @@ pub fn raise_open_file_limit() -> Option<u64> {
 /// Set on a request by the router's guard when it carried a valid bearer token, or when the
 /// server needs none: an answer to such a request proves its connection.
 #[derive(Clone, Debug, Default)]
-pub struct ConnectionProof(Arc<AtomicBool>);
+pub(crate) struct ConnectionProof(Arc<AtomicBool>);
 
 impl ConnectionProof {
     pub fn authenticated(&self) {
@@ -142,7 +142,7 @@ impl ConnectionProof {
 
 /// Raises the open-file limit (`raise_open_file_limit`) and fits `limits` to it. Called
 /// before the server listens, so that its first client already finds the raised limit.
-pub fn fitted_to_open_files(limits: ConnectionLimits) -> ConnectionLimits {
+pub(crate) fn fitted_to_open_files(limits: ConnectionLimits) -> ConnectionLimits {
     limits.fitted_to(raise_open_file_limit())
 }
 

@@ -39,7 +39,7 @@ use crate::server::wire::{
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// What the HTTP routes share.
-pub struct HttpState {
+pub(crate) struct HttpState {
     pub agent: Arc<Agent>,
     /// Bearer token to client id; empty means no authentication and `default_scope` for all.
     pub tokens: HashMap<String, String>,
@@ -54,7 +54,7 @@ pub struct HttpState {
 }
 
 /// Builds the router.
-pub fn router(state: Arc<HttpState>, cancel: tokio_util::sync::CancellationToken) -> Router {
+pub(crate) fn router(state: Arc<HttpState>, cancel: tokio_util::sync::CancellationToken) -> Router {
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(state.allowed_hosts.clone())
         .with_allowed_origins(state.allowed_origins.clone())

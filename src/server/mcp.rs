@@ -25,7 +25,7 @@ use crate::server::wire::{mcp_error, mcp_result, tool_list};
 
 /// The handler; cheap to clone (one per HTTP request in stateless mode).
 #[derive(Clone)]
-pub struct Handler {
+pub(crate) struct Handler {
     pub agent: Arc<Agent>,
     /// The scope for stdio; over HTTP the authenticated scope in the request wins.
     pub default_scope: Scope,
@@ -310,7 +310,7 @@ impl ServerHandler for Handler {
 }
 
 /// Logs a finished call as one readable line at INFO: what ran, or why it was refused.
-pub fn log_call(
+pub(crate) fn log_call(
     tool: &str,
     transport: &'static str,
     outcome: &Result<CallResponse, CallError>,
@@ -331,7 +331,7 @@ pub fn log_call(
 /// A refused call as one line with its code and message: at INFO for a client's mistake or a
 /// call to retry (rate limited, busy, cancelled), which are no warnings; at WARN when the
 /// server itself cannot serve (`unavailable`: an unreadable index, an unreachable ledger).
-pub fn log_refused(
+pub(crate) fn log_refused(
     tool: &str,
     transport: &'static str,
     error: &CallError,

@@ -21,7 +21,7 @@ const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 /// How a call ended, for the `outcome` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Executed,
     Replayed,
     Refused(&'static str),
@@ -52,7 +52,7 @@ struct State {
 }
 
 /// The `tool` label of a call to `tool`: the tool's name when it is one, else `unknown`.
-pub fn tool_label(tool: &str) -> &'static str {
+pub(crate) fn tool_label(tool: &str) -> &'static str {
     TOOL_NAMES
         .iter()
         .find(|name| **name == tool)
@@ -77,7 +77,7 @@ fn escape(value: &str) -> String {
 
 /// The server's metrics.
 #[derive(Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     state: Mutex<State>,
 }
 
@@ -170,7 +170,7 @@ impl Metrics {
 
 /// The gauges of a server on a shared ledger: whether it reaches it, and how many calls it
 /// answered without it that wait in its spool.
-pub fn render_shared(reachable: bool, spooled: Option<u64>) -> String {
+pub(crate) fn render_shared(reachable: bool, spooled: Option<u64>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -32,7 +32,7 @@ pub use http::MAX_BODY_BYTES;
 
 /// The caller identity keys and quotas belong to.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Scope(pub String);
+pub(crate) struct Scope(pub String);
 
 /// The model that embeds a server's queries: the one loaded before it started, and the one it
 /// was configured with, which it chooses again by whenever another model becomes active.
@@ -253,7 +253,7 @@ pub fn serve_stdio(
 
 /// One scheduled re-ingest. `Ok(None)` when another writer holds the store: that run is
 /// skipped, not queued, exactly as `ingest --no-wait` would.
-pub fn reindex_once(store_dir: &Path, reindex: &Reindex) -> Result<Option<IngestReport>> {
+pub(crate) fn reindex_once(store_dir: &Path, reindex: &Reindex) -> Result<Option<IngestReport>> {
     let opened = Store::open_writer(
         store_dir,
         LockWait::NoWait,

@@ -12,7 +12,7 @@ use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
 use serde_json::Value;
 
 /// The URI scheme of a document.
-pub const SCHEME: &str = "groundidx://";
+pub(crate) const SCHEME: &str = "groundidx://";
 
 /// The one template: a document by root and path (RFC 6570 level 1: a client that expands it
 /// encodes the path's `/` as `%2F`, which `parse_uri` reads back).
@@ -44,7 +44,7 @@ fn decode(text: &str) -> Option<String> {
 }
 
 /// The name a URI gives each root: its folder name when unique among `roots`, else its path.
-pub fn root_name(root: &str, roots: &[String]) -> String {
+pub(crate) fn root_name(root: &str, roots: &[String]) -> String {
     let name_of = |root: &str| {
         std::path::Path::new(root)
             .file_name()
@@ -75,7 +75,7 @@ pub fn uri(root_name: &str, path: &str) -> String {
 }
 
 /// The root name and path a document URI names, or why it names none.
-pub fn parse_uri(uri: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_uri(uri: &str) -> Result<(String, String), String> {
     let wrong = || {
         format!(
             "{uri:?} is not a document URI: expected {SCHEME}ROOT/PATH, as resources/list gives them"

@@ -30,12 +30,12 @@ use crate::server::batch;
 
 /// The longest line read as a message (rmcp's own cap): a longer one is answered and skipped
 /// without being buffered.
-pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
 
 /// Lines in from `R`, lines out to `W`.
-pub struct LineTransport<R, W> {
+pub(crate) struct LineTransport<R, W> {
     read: BufReader<R>,
     /// The line read so far. Kept here, not in `receive`, because rmcp polls `receive` inside a
     /// `select!` and may drop it halfway through a line; the next call goes on where it was.
@@ -258,7 +258,7 @@ fn refusal(line: &[u8], err: &serde_json::Error) -> Option<(Value, i64, String)>
 /// the method are read again leniently: `IgnoredAny` makes serde_json skip a number without
 /// converting it, so the rest of the message still reads.
 #[derive(Debug)]
-pub struct NumberOutOfRange {
+pub(crate) struct NumberOutOfRange {
     /// `None`: no `id` member. `Some(Value::Null)`: one that cannot be answered to (itself out
     /// of range, or neither a string nor an integer).
     id: Option<Value>,
@@ -314,12 +314,12 @@ impl NumberOutOfRange {
     }
 
     /// A method and an id: a request, which is answered.
-    pub fn is_request(&self) -> bool {
+    pub(crate) fn is_request(&self) -> bool {
         self.method.is_some() && self.id.is_some()
     }
 
     /// A method and no id: nothing is answered (JSON-RPC 2.0, section 4.1).
-    pub fn is_notification(&self) -> bool {
+    pub(crate) fn is_notification(&self) -> bool {
         self.method.is_some() && self.id.is_none()
     }
 

@@ -172,7 +172,7 @@ fn document_schema() -> Value {
 
 /// The tools, in `TOOL_NAMES` order. The descriptions speak to the model about the search
 /// alone: idempotency keys are the orchestrator's to give (in `_meta`), never the model's.
-pub fn tool_list(key_ttl_ms: i64) -> Vec<Tool> {
+pub(crate) fn tool_list(key_ttl_ms: i64) -> Vec<Tool> {
     let annotations = || {
         ToolAnnotations::new()
             .read_only(true)
@@ -348,7 +348,7 @@ pub fn tool_list(key_ttl_ms: i64) -> Vec<Tool> {
 
 /// Where each tool's `_meta` publishes the key policy. It is for the host or orchestrator
 /// that makes keys, never for the model: the descriptions the model reads say nothing of keys.
-pub const KEY_POLICY_META: &str = "groundidx/idempotency";
+pub(crate) const KEY_POLICY_META: &str = "groundidx/idempotency";
 
 /// The key policy as data: where a key goes, its form, how long its answer is kept, and what
 /// happens without one (README's "Idempotency keys" says the same in words).
@@ -393,7 +393,7 @@ fn result_meta(
 
 /// An answer as an MCP tool result: the stored bytes as the text block, the same JSON as
 /// `structuredContent`.
-pub fn mcp_result(response: &CallResponse) -> CallToolResult {
+pub(crate) fn mcp_result(response: &CallResponse) -> CallToolResult {
     let structured: Value = serde_json::from_str(&response.body).unwrap_or(Value::Null);
     let mut result = if response.is_error {
         CallToolResult::error(vec![ContentBlock::text(response.body.clone())])
@@ -415,7 +415,7 @@ pub fn mcp_result(response: &CallResponse) -> CallToolResult {
 /// A refused call as an MCP tool error the model can read and act on: the same shape as an
 /// executed error answer (`not_found`), `{"error": {"code", "message", …}}` as
 /// `structuredContent` and as the JSON of the text block, which the output schemas admit.
-pub fn mcp_error(error: &CallError, key: Option<&str>) -> CallToolResult {
+pub(crate) fn mcp_error(error: &CallError, key: Option<&str>) -> CallToolResult {
     let structured = error.to_json();
     let mut result = CallToolResult::error(vec![ContentBlock::text(structured.to_string())]);
     result.structured_content = Some(structured);
@@ -423,7 +423,7 @@ pub fn mcp_error(error: &CallError, key: Option<&str>) -> CallToolResult {
 }
 
 /// The HTTP status of a refused call.
-pub fn http_status(error: &CallError) -> StatusCode {
+pub(crate) fn http_status(error: &CallError) -> StatusCode {
     match error {
         CallError::InvalidKey(_) | CallError::InvalidArguments(_) => StatusCode::BAD_REQUEST,
         CallError::UnknownTool(_) => StatusCode::NOT_FOUND,
@@ -440,7 +440,7 @@ pub fn http_status(error: &CallError) -> StatusCode {
 /// Every problem type the HTTP server answers with: code, title, and what the caller does about
 /// it. `GET /problems` shows them; a problem's `type` is `/problems#` and the code with dashes
 /// (the quota's is the IANA registry's `quota-exceeded`).
-pub const PROBLEM_TYPES: &[(&str, &str, &str)] = &[
+pub(crate) const PROBLEM_TYPES: &[(&str, &str, &str)] = &[
     (
         "invalid_arguments",
         "Invalid arguments",
@@ -539,7 +539,7 @@ pub const PROBLEM_TYPES: &[(&str, &str, &str)] = &[
 ];
 
 /// The `type` of a problem with this code.
-pub fn problem_type(code: &str) -> String {
+pub(crate) fn problem_type(code: &str) -> String {
     if code == "rate_limited" {
         return "https://iana.org/assignments/http-problem-types#quota-exceeded".into();
     }
@@ -547,7 +547,7 @@ pub fn problem_type(code: &str) -> String {
 }
 
 /// A problem+json body (RFC 9457) with the code's type and title.
-pub fn problem_body(status: StatusCode, code: &str, detail: String) -> Value {
+pub(crate) fn problem_body(status: StatusCode, code: &str, detail: String) -> Value {
     let title = PROBLEM_TYPES
         .iter()
         .find(|(known, _, _)| *known == code)
@@ -584,7 +584,7 @@ pub fn problem(error: &CallError) -> Value {
 /// An executed call's error answer (a stored `{"error": {"code", "message"}}`, such as
 /// `not_found`) as its HTTP status and problem+json body. Made from the stored bytes alone, so a
 /// replay's body is byte for byte the first one's.
-pub fn answer_problem(body: &str) -> (StatusCode, Value) {
+pub(crate) fn answer_problem(body: &str) -> (StatusCode, Value) {
     let stored: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let code = stored["error"]["code"].as_str().unwrap_or("unavailable");
     let message = stored["error"]["message"]
@@ -600,7 +600,7 @@ pub fn answer_problem(body: &str) -> (StatusCode, Value) {
 }
 
 /// `GET /problems`: one short section per problem type, each with the anchor its `type` names.
-pub fn problems_page() -> String {
+pub(crate) fn problems_page() -> String {
     let mut page = String::from(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>groundidx problem types</title></head>\n<body>\n<h1>groundidx problem types</h1>\n<p>Every error of the JSON API is application/problem+json (RFC 9457) with a stable <code>code</code>; its <code>type</code> points here. Over MCP the same code is in <code>structuredContent.error.code</code>.</p>\n",
     );
@@ -615,7 +615,7 @@ pub fn problems_page() -> String {
 }
 
 /// `RateLimit-Policy` and `RateLimit` (IETF RateLimit header fields) for a scope's quota.
-pub fn rate_limit_headers(headers: &mut HeaderMap, quota: &QuotaState) {
+pub(crate) fn rate_limit_headers(headers: &mut HeaderMap, quota: &QuotaState) {
     let policy = format!("\"per-client\";q={};w={}", quota.limit, quota.window_secs);
     let current = format!(
         "\"per-client\";r={};t={}",

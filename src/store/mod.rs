@@ -42,10 +42,9 @@ use crate::ledger::{
 use crate::vectors::{self, Marker, VectorSet};
 
 pub use lock::{LockWait, WriterLock};
-pub use publisher::{DEFAULT_LEASE_TTL, LOG_RETENTION_SECS, Lease, hostname};
-pub use replica::{
-    MirrorSync, OtherLedger, SharedWriting, SyncReport, gc_shared_vectors, sync_replica,
-};
+pub(crate) use publisher::{Lease, hostname};
+pub use replica::SyncReport;
+pub use replica::{MirrorSync, OtherLedger, SharedWriting, gc_shared_vectors, sync_replica};
 
 use publisher::Publisher;
 
@@ -74,12 +73,12 @@ impl StorePaths {
     }
 
     /// Where a rebuild builds the new index before swapping it in.
-    pub fn index_new(&self) -> PathBuf {
+    pub(crate) fn index_new(&self) -> PathBuf {
         self.dir.join("index.new")
     }
 
     /// Where the replaced index waits for removal during a swap.
-    pub fn index_old(&self) -> PathBuf {
+    pub(crate) fn index_old(&self) -> PathBuf {
         self.dir.join("index.old")
     }
 }
@@ -212,7 +211,11 @@ impl Store {
 
     /// Remembers a local model folder's fingerprint by its files' stat (a cache of this
     /// store's ledger alone).
-    pub fn cache_fingerprint(&mut self, stat_key: &str, fingerprint: &Fingerprint) -> Result<()> {
+    pub(crate) fn cache_fingerprint(
+        &mut self,
+        stat_key: &str,
+        fingerprint: &Fingerprint,
+    ) -> Result<()> {
         self.ledger.cache_fingerprint(stat_key, fingerprint)
     }
 
@@ -233,7 +236,7 @@ impl Store {
     /// Until then searches see the index's last commit, and a crash costs nothing the ledger
     /// has: its log keeps every generation the index has not committed, and the next writer
     /// replays them (`catch_up`).
-    pub fn stage(&mut self, batch: &Batch) -> Result<BatchOutcome> {
+    pub(crate) fn stage(&mut self, batch: &Batch) -> Result<BatchOutcome> {
         self.stage_batch(batch)
             .map_err(|err| err.in_store(&self.paths.dir))
     }
@@ -377,7 +380,7 @@ impl Store {
     /// Makes the vector index again from the ledger's vectors when its marker is not the
     /// ledger's (a commit of chunks or of vectors since, or a crash before it was written), and
     /// removes the graph file of older versions. Returns whether it wrote or removed a file.
-    pub fn sync_vectors(&mut self) -> Result<bool> {
+    pub(crate) fn sync_vectors(&mut self) -> Result<bool> {
         let path = vectors::path(&self.paths.dir);
         let wanted = self.wanted_vectors()?;
         let current = VectorSet::read_marker(&path)?;
@@ -393,7 +396,7 @@ impl Store {
 
     /// Makes the vector index again from the ledger's vectors, whatever its marker says (for
     /// `rebuild`, which must heal a damaged file whose header still reads).
-    pub fn rebuild_vectors(&mut self) -> Result<()> {
+    pub(crate) fn rebuild_vectors(&mut self) -> Result<()> {
         // A vector damaged in the ledger is removed, so the next embedding run makes it again
         // (in a store of its own: a replica's is left, and reported).
         if let Some(model) = self.ledger.active_model()? {
@@ -452,7 +455,7 @@ impl Store {
     }
 
     /// Records the start of an ingest run (in the shared ledger too, when there is one).
-    pub fn start_run(&mut self, run_id: &str, roots: &[String], now_ms: i64) -> Result<()> {
+    pub(crate) fn start_run(&mut self, run_id: &str, roots: &[String], now_ms: i64) -> Result<()> {
         self.publisher
             .run(&mut self.ledger, run_id, &self.paths.dir, |ledger| {
                 ledger.start_run(run_id, roots, now_ms)
@@ -460,7 +463,7 @@ impl Store {
     }
 
     /// Records the end of an ingest run with its report (in the shared ledger too).
-    pub fn finish_run(
+    pub(crate) fn finish_run(
         &mut self,
         run_id: &str,
         generation: Generation,
@@ -474,7 +477,7 @@ impl Store {
     }
 
     /// Records a model the first time a run uses it (in the shared ledger too).
-    pub fn register_model(
+    pub(crate) fn register_model(
         &mut self,
         fingerprint: &Fingerprint,
         description: &serde_json::Value,
@@ -488,7 +491,7 @@ impl Store {
     }
 
     /// Makes `fingerprint` the model search uses (on every host).
-    pub fn activate_model(&mut self, fingerprint: &Fingerprint, now_ms: i64) -> Result<()> {
+    pub(crate) fn activate_model(&mut self, fingerprint: &Fingerprint, now_ms: i64) -> Result<()> {
         self.publisher
             .model(&mut self.ledger, fingerprint, &self.paths.dir, |ledger| {
                 ledger.activate_model(fingerprint, now_ms)
@@ -496,7 +499,7 @@ impl Store {
     }
 
     /// Records that `model`'s vectors cover every chunk of `generation` (on every host).
-    pub fn mark_model_complete(
+    pub(crate) fn mark_model_complete(
         &mut self,
         fingerprint: &Fingerprint,
         generation: Generation,
@@ -508,7 +511,7 @@ impl Store {
     }
 
     /// Stores one page of vectors (in the shared ledger first, when there is one).
-    pub fn insert_vectors(
+    pub(crate) fn insert_vectors(
         &mut self,
         fingerprint: &Fingerprint,
         vectors: &[(ChunkId, Vec<f32>)],
@@ -624,7 +627,7 @@ fn writer_of<'a>(slot: &'a mut Option<Writer>, index: &Index) -> Result<&'a mut 
 /// changed since it was computed (then nothing of the model is read), else computed (a remote
 /// model is always asked, and named after the recorded model that answered its probe alike:
 /// see `embed::stat_key` and `embed::fingerprint`).
-pub fn model_fingerprint(
+pub(crate) fn model_fingerprint(
     ledger: &Ledger,
     config: &crate::embed::ModelConfig,
 ) -> Result<crate::embed::Fingerprint> {
@@ -638,7 +641,7 @@ pub fn model_fingerprint(
 
 /// The models the ledger records, as the embedding models need them to know a remote model
 /// again by its answer to the probe (`embed::fingerprint`, `embed::load`).
-pub fn recorded_models(ledger: &Ledger) -> Result<Vec<crate::embed::RecordedModel>> {
+pub(crate) fn recorded_models(ledger: &Ledger) -> Result<Vec<crate::embed::RecordedModel>> {
     Ok(ledger
         .models()?
         .into_iter()
@@ -671,7 +674,7 @@ pub fn recorded_model(
 }
 
 /// What looking for the store's recorded model found.
-pub enum RecordedModelLookup {
+pub(crate) enum RecordedModelLookup {
     /// The store has no vectors, so no model.
     NoVectors,
     /// The recorded model, where it is now, with its fingerprint (the store's).
@@ -691,7 +694,7 @@ pub enum RecordedModelLookup {
 
 /// Why the model a store records cannot be used from here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModelAbsence {
+pub(crate) enum ModelAbsence {
     /// Its folder is gone (or the ledger's record of it does not say where it is).
     Missing,
     /// A model is there, but its fingerprint is not the store's: another model, or other settings.
@@ -705,7 +708,7 @@ pub enum ModelAbsence {
 impl ModelAbsence {
     /// Why a model folder that failed to fingerprint or load cannot be used: missing when the
     /// folder is not there at all, else unreadable.
-    pub fn of_local_failure(dir: &Path) -> ModelAbsence {
+    pub(crate) fn of_local_failure(dir: &Path) -> ModelAbsence {
         if dir.is_dir() {
             ModelAbsence::Unreadable
         } else {
@@ -721,7 +724,7 @@ impl ModelAbsence {
 /// folder and the store's folder, and the first that holds the recorded fingerprint is used.
 /// When none does, the most telling finding among the places tried says why: a folder that
 /// cannot be read, then one that holds another model, then none there at all.
-pub fn find_recorded_model(ledger: &Ledger) -> Result<RecordedModelLookup> {
+pub(crate) fn find_recorded_model(ledger: &Ledger) -> Result<RecordedModelLookup> {
     use crate::embed::ModelConfig;
     let Some(active) = ledger.active_model()? else {
         return Ok(RecordedModelLookup::NoVectors);
@@ -951,7 +954,7 @@ impl StoreReader {
 
     /// Reads the vector index again when a writer replaced it. A file that cannot be read now
     /// (a writer is replacing it, or it is damaged) leaves the last one in use.
-    pub fn reload_vectors(&self) -> Result<()> {
+    pub(crate) fn reload_vectors(&self) -> Result<()> {
         let path = vectors::path(&self.paths.dir);
         let marker = VectorSet::read_marker(&path)?;
         let current = self.vectors().map(|set| set.marker);
@@ -991,7 +994,7 @@ impl StoreReader {
 
     /// The vector index whose marker key is `key`: the current one, or one replaced in the last
     /// ten minutes (for a page cursor cut from it).
-    pub fn vectors_at(&self, key: u64) -> Option<Arc<VectorSet>> {
+    pub(crate) fn vectors_at(&self, key: u64) -> Option<Arc<VectorSet>> {
         if let Some(current) = self.vectors()
             && current.marker.key() == key
         {
@@ -1026,7 +1029,7 @@ impl StoreReader {
     }
 
     /// Why no model embeds queries, when none could be loaded.
-    pub fn model_problem(&self) -> Option<crate::search::ModelProblem> {
+    pub(crate) fn model_problem(&self) -> Option<crate::search::ModelProblem> {
         self.model_problem
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -1050,7 +1053,7 @@ impl StoreReader {
     /// so that a search resolving its hits against the ledger names the generation they are
     /// of. Best effort: a failed read, or an index commit that has not landed yet, leaves the
     /// snapshot as it is.
-    pub fn follow_ledger(&self) {
+    pub(crate) fn follow_ledger(&self) {
         let ahead = self
             .ledger()
             .and_then(|ledger| ledger.generation())

@@ -21,11 +21,8 @@ use crate::ledger::postgres::{LeaseGrant, PgLedger};
 use crate::ledger::{Batch, BatchOutcome, Ledger, encode_vector};
 use crate::store::LockWait;
 
-/// The default time a writer's lease lasts without renewal.
-pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
-
 /// How long a replica silent for that long stops holding the shared log back.
-pub const LOG_RETENTION_SECS: u64 = 7 * 24 * 3600;
+pub(crate) const LOG_RETENTION_SECS: u64 = 7 * 24 * 3600;
 
 /// Where a store's ledger writes go.
 pub(crate) enum Publisher {
@@ -360,7 +357,7 @@ fn renew(
 }
 
 /// The machine's name, for lease holders and consumer rows.
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|name| name.trim().to_string())
         .ok()

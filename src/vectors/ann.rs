@@ -40,7 +40,7 @@ pub struct Candidates {
 
 /// The fewest rows pass 2 keeps (unless there are fewer): the deepest first pass of a paged
 /// search, which asks for `2 × (search::MAX_PAGED_HITS + 1) + 8` hits.
-pub const FINE_FLOOR: usize = 2_010;
+pub(crate) const FINE_FLOOR: usize = 2_010;
 
 /// The shortlist sizes for a search among `rows` rows: `coarse` 96·√rows and `fine` a sixth of
 /// it, `fine` at least [`FINE_FLOOR`], and neither more than `rows`.

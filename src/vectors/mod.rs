@@ -40,19 +40,19 @@ const TRAILER_LEN: usize = 8 + 32;
 /// Below this many vectors a search runs on one thread.
 const PARALLEL_FROM: usize = 32_768;
 /// The environment variable that sets [`ann_from`].
-pub const ANN_ENV: &str = "GROUNDIDX_ANN_FROM";
+pub(crate) const ANN_ENV: &str = "GROUNDIDX_ANN_FROM";
 /// Exact search up to this many vectors by default: at 100,000 vectors of 384 dimensions an
 /// exact search reads 150 MB and takes a few milliseconds on two cores, and its recall is whole.
-pub const DEFAULT_ANN_FROM: usize = 100_000;
+pub(crate) const DEFAULT_ANN_FROM: usize = 100_000;
 /// A filtered search allowing at most this many chunks is answered exactly even when searches
 /// are approximate: the exact search then scores only the allowed rows.
-pub const EXACT_FILTER_LIMIT: usize = 10_000;
+pub(crate) const EXACT_FILTER_LIMIT: usize = 10_000;
 /// Rows scored per call of the SIMD kernel in an exact search.
 const BLOCK_ROWS: usize = 1_024;
 
 /// The number of vectors from which searches are approximate: `GROUNDIDX_ANN_FROM` when it is
 /// set to a whole number, else [`DEFAULT_ANN_FROM`].
-pub fn ann_from() -> usize {
+pub(crate) fn ann_from() -> usize {
     std::env::var(ANN_ENV)
         .ok()
         .and_then(|value| value.trim().parse().ok())
@@ -292,12 +292,14 @@ impl VectorSet {
     }
 
     /// Whether searches are approximate (through the rows' sign codes).
-    pub fn is_approximate(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_approximate(&self) -> bool {
         self.codes.is_some()
     }
 
     /// Bytes of memory the sign codes take beside the rows (0 when searches are exact).
-    pub fn codes_memory_bytes(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn codes_memory_bytes(&self) -> usize {
         self.codes.as_ref().map_or(0, SignCodes::memory_bytes)
     }
 
@@ -315,7 +317,7 @@ impl VectorSet {
 
     /// Reads the vector index file without computing the sign codes: for checking the rows
     /// (`verify`), never for searching a large set, which would then be exact.
-    pub fn read_rows(path: &Path) -> Result<Option<VectorSet>> {
+    pub(crate) fn read_rows(path: &Path) -> Result<Option<VectorSet>> {
         let mut bytes = Vec::new();
         match std::fs::File::open(path) {
             Ok(mut file) => file
@@ -334,7 +336,7 @@ impl VectorSet {
 
     /// The marker of the file, from its header alone; `Ok(None)` when there is none or it
     /// cannot be read (a writer makes it again).
-    pub fn read_marker(path: &Path) -> Result<Option<Marker>> {
+    pub(crate) fn read_marker(path: &Path) -> Result<Option<Marker>> {
         let mut header = [0u8; HEADER_LEN];
         match std::fs::File::open(path) {
             Ok(mut file) => match file.read_exact(&mut header) {
@@ -503,7 +505,7 @@ fn write_aside(
 
 /// Removes the HNSW graph files that versions before sign codes kept beside the vector index
 /// file `path`; returns whether there was one.
-pub fn remove_old_graph(path: &Path) -> Result<bool> {
+pub(crate) fn remove_old_graph(path: &Path) -> Result<bool> {
     let mut removed = false;
     for file in old_graph_files(path) {
         match std::fs::remove_file(&file) {

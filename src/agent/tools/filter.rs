@@ -9,12 +9,12 @@ use crate::error::Result;
 use crate::ledger::{ChunkFilter, Ledger, path_glob};
 
 /// At most this many tags, or fields, in one filter.
-pub const MAX_FILTER_TERMS: usize = 32;
+pub(crate) const MAX_FILTER_TERMS: usize = 32;
 /// A tag, a field's key or value, a root, a prefix or a glob is at most this many bytes.
-pub const MAX_FILTER_BYTES: usize = 1024;
+pub(crate) const MAX_FILTER_BYTES: usize = 1024;
 
 /// The filter's fields and what each must be.
-pub const FILTER_TYPES: [FieldType; 5] = [
+pub(crate) const FILTER_TYPES: [FieldType; 5] = [
     (
         "root",
         "a string (a root as sources[].root gives it, or its folder name)",
@@ -138,7 +138,7 @@ pub fn bound(filter: &ChunkFilter, bound: &mut serde_json::Map<String, Value>) {
 /// `/` ignored), else the one root whose folder has that name, among the roots that hold
 /// documents. `Ok(Err(why))` when there is no
 /// such root, or more than one by that name: the message lists the roots.
-pub fn resolve_root(ledger: &Ledger, named: &str) -> Result<Result<String, String>> {
+pub(crate) fn resolve_root(ledger: &Ledger, named: &str) -> Result<Result<String, String>> {
     // The roots that hold documents: those a listing names (and a resource URI by folder name).
     let roots: Vec<String> = ledger
         .root_counts()?

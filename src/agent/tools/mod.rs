@@ -19,7 +19,9 @@ use crate::vectors::VectorSet;
 pub mod filter;
 pub mod read;
 
-pub use read::{ListRequest, ReadRequest, Span};
+pub use read::Span;
+
+pub use read::{ListRequest, ReadRequest};
 
 /// The tools, in the order `tools/list` gives them.
 pub const TOOL_NAMES: [&str; 4] = [
@@ -31,7 +33,7 @@ pub const TOOL_NAMES: [&str; 4] = [
 /// The longest query accepted.
 pub const MAX_QUERY_CHARS: usize = 10_000;
 /// Hits when `top_k` is not given.
-pub const DEFAULT_TOP_K: usize = 10;
+pub(crate) const DEFAULT_TOP_K: usize = 10;
 
 /// A validated tool call.
 #[derive(Clone, Debug, PartialEq)]
@@ -263,7 +265,7 @@ struct SearchAnswer<'a> {
 /// What a page cursor is bound to: the query, filters and relevance floor (not `top_k`, which
 /// may change from page to page). A floor is bound only when given, so a cursor made before
 /// floors existed still continues its search.
-pub fn cursor_request(request: &SearchRequest) -> Vec<u8> {
+pub(crate) fn cursor_request(request: &SearchRequest) -> Vec<u8> {
     let mut bound = serde_json::json!({
         "query": request.query,
         "path_prefix": request.filter.path_prefix,

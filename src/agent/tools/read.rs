@@ -21,17 +21,17 @@ use crate::ledger::{ChunkFilter, DocumentEntry, Ledger, Passage};
 use crate::store::StoreReader;
 
 /// Characters of passage text in one answer when `max_chars` is not given.
-pub const DEFAULT_MAX_CHARS: usize = 20_000;
+pub(crate) const DEFAULT_MAX_CHARS: usize = 20_000;
 /// The most `max_chars` may ask for.
 pub const MAX_MAX_CHARS: usize = 200_000;
 /// The least `max_chars` may ask for.
 pub const MIN_MAX_CHARS: usize = 500;
 /// Passages on each side of `chunk_id` when `around` is not given.
-pub const DEFAULT_AROUND: u32 = 2;
+pub(crate) const DEFAULT_AROUND: u32 = 2;
 /// The most passages on each side `around` may ask for.
 pub const MAX_AROUND: u32 = 50;
 /// Documents in one `list_documents` answer when `limit` is not given.
-pub const DEFAULT_LIMIT: usize = 100;
+pub(crate) const DEFAULT_LIMIT: usize = 100;
 /// The most documents one `list_documents` answer may hold.
 pub const MAX_LIMIT: usize = 1000;
 
@@ -179,7 +179,7 @@ fn only(tool: &str, arguments: &Value, known: &[&str]) -> Result<(), ArgumentErr
 }
 
 /// Checks a `read_document` call.
-pub fn parse_read(arguments: &Value) -> Result<ReadRequest, ArgumentError> {
+pub(crate) fn parse_read(arguments: &Value) -> Result<ReadRequest, ArgumentError> {
     let names: Vec<&str> = READ_TYPES.iter().map(|(name, _, _)| *name).collect();
     only("read_document", arguments, &names)?;
     check_types(arguments, &READ_TYPES)?;
@@ -244,7 +244,7 @@ pub fn parse_read(arguments: &Value) -> Result<ReadRequest, ArgumentError> {
 }
 
 /// Checks a `list_documents` call.
-pub fn parse_list(arguments: &Value) -> Result<ListRequest, ArgumentError> {
+pub(crate) fn parse_list(arguments: &Value) -> Result<ListRequest, ArgumentError> {
     let mut names: Vec<&str> = filter::FILTER_TYPES
         .iter()
         .map(|(name, _, _)| *name)

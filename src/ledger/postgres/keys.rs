@@ -17,7 +17,7 @@ use crate::ledger::{
 
 /// What a shared `record_call` adds to the call: how long its key lives and which host answered.
 #[derive(Clone, Copy, Debug)]
-pub struct SharedCall<'a> {
+pub(crate) struct SharedCall<'a> {
     pub ttl_ms: i64,
     pub served_by: &'a str,
 }
@@ -48,7 +48,7 @@ impl PgLedger {
     }
 
     /// What the shared ledger knows of a key, from one snapshot.
-    pub fn lookup_key(&self, scope: &str, key: &str) -> Result<KeyLookup> {
+    pub(crate) fn lookup_key(&self, scope: &str, key: &str) -> Result<KeyLookup> {
         self.run("look up a key", Budget::Call, async |conn| {
             let tx = super::read_snapshot(conn).await?;
             lookup(&tx, scope, key).await
@@ -58,7 +58,7 @@ impl PgLedger {
     /// Records an executed call, all rows or none; returns what happened and the database's
     /// time of the call (for the window and its Retry-After). `cancelled` is asked last, just
     /// before the commit.
-    pub fn record_call(
+    pub(crate) fn record_call(
         &self,
         call: &NewCall<'_>,
         shared: SharedCall<'_>,
@@ -170,7 +170,7 @@ impl PgLedger {
     }
 
     /// Units a scope used in the window the database's clock is in now, and that time.
-    pub fn units_used(&self, scope: &str, window_secs: u64) -> Result<(u64, i64)> {
+    pub(crate) fn units_used(&self, scope: &str, window_secs: u64) -> Result<(u64, i64)> {
         self.run("read usage", Budget::Call, async |conn| {
             let tx = begin(conn).await?;
             let now: i64 = tx.query_one("SELECT now_ms()", &[]).await?.get(0);
@@ -215,7 +215,7 @@ impl PgLedger {
     /// Writes calls a host answered while this ledger was away (its spool), each once however
     /// often forwarded: their audit rows and usage units, under their own times, each unit
     /// counted in its window's quota.
-    pub fn forward_calls(&self, calls: &[SpooledCall], served_by: &str) -> Result<()> {
+    pub(crate) fn forward_calls(&self, calls: &[SpooledCall], served_by: &str) -> Result<()> {
         self.run("forward spooled calls", Budget::Command, async |conn| {
             let tx = conn.transaction().await?;
             for call in calls {

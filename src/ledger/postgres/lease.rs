@@ -130,7 +130,7 @@ impl PgLedger {
 }
 
 /// The error of a lease another holder keeps past the wait.
-pub fn lease_busy(info: &LeaseInfo) -> Error {
+pub(crate) fn lease_busy(info: &LeaseInfo) -> Error {
     Error::LeaseBusy {
         holder: info.holder.clone().unwrap_or_default(),
         expires_in_ms: info.expires_in_ms.max(0),

@@ -355,7 +355,7 @@ impl PgLedger {
     }
 
     /// Records how far a mirror is (registering it on first use), so the log is kept for it.
-    pub fn report_progress(
+    pub(crate) fn report_progress(
         &self,
         consumer_id: &str,
         host: &str,
@@ -435,7 +435,7 @@ impl PgLedger {
 
     /// Every chunk ID the shared ledger holds, the IDs its log names after `after_seq`, and its
     /// counters, from one snapshot: for `verify` of a replica.
-    pub fn chunk_ids_since(
+    pub(crate) fn chunk_ids_since(
         &self,
         after_seq: u64,
     ) -> Result<(Vec<ChunkId>, Vec<ChunkId>, SharedMeta)> {

@@ -28,9 +28,10 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
 use crate::error::{Error, Result};
 
-pub use keys::SharedCall;
-pub use lease::{LeaseGrant, LeaseInfo, lease_busy};
-pub use log::{ConsumerRow, Pulled, SharedCounts};
+pub(crate) use keys::SharedCall;
+pub(crate) use lease::{LeaseGrant, LeaseInfo, lease_busy};
+pub use log::Pulled;
+pub use log::{ConsumerRow, SharedCounts};
 pub use meta::SharedMeta;
 pub use schema::{MigrateReport, PG_SCHEMA_VERSION};
 
@@ -58,7 +59,7 @@ pub struct PgOptions {
 
 /// How long a kind of transaction may keep retrying before its error is returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Budget {
+pub(crate) enum Budget {
     /// A writer's batch, run record or lease: ride out a restart or a failover.
     Writer,
     /// A keyed call: the caller retries with its key; a prompt answer beats a hanging one.
@@ -224,7 +225,7 @@ impl PgLedger {
     }
 
     /// The URL without its password.
-    pub fn shown_url(&self) -> &str {
+    pub(crate) fn shown_url(&self) -> &str {
         &self.inner.shown
     }
 

@@ -17,7 +17,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use crate::error::{Error, Result};
 
 /// The connector for a ledger: verifying against the CA file when one is given.
-pub fn connector(ca_file: Option<&Path>) -> Result<MakeRustlsConnect> {
+pub(crate) fn connector(ca_file: Option<&Path>) -> Result<MakeRustlsConnect> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()

@@ -15,7 +15,7 @@ type Tx<'a> = deadpool_postgres::Transaction<'a>;
 impl PgLedger {
     /// Stores one page of vectors of `model` (encoded as the ledger stores them) at the next
     /// vector position, if the writer still holds the lease at `epoch`; returns that position.
-    pub fn publish_vectors(
+    pub(crate) fn publish_vectors(
         &self,
         epoch: i64,
         model: &[u8],
@@ -53,7 +53,7 @@ impl PgLedger {
     /// Mirrors follow at their next sync: the vector position moves on, so none of them is in
     /// step any more, and a mirror drops every model the shared ledger no longer lists (with
     /// its vectors) when it copies the model rows (`Ledger::apply_changes`).
-    pub fn remove_replaced_models(&self, epoch: i64) -> Result<u64> {
+    pub(crate) fn remove_replaced_models(&self, epoch: i64) -> Result<u64> {
         self.run(
             "remove the vectors of replaced models",
             Budget::Command,
@@ -92,7 +92,7 @@ impl PgLedger {
     }
 
     /// Writes a model's row as the writer's mirror has it, if the writer still holds the lease.
-    pub fn publish_model(&self, epoch: i64, model: &ModelRecord) -> Result<()> {
+    pub(crate) fn publish_model(&self, epoch: i64, model: &ModelRecord) -> Result<()> {
         self.run("publish an embedding model", Budget::Writer, async |conn| {
             let tx = conn.transaction().await?;
             fence(&tx, epoch).await?;

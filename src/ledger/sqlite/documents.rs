@@ -92,7 +92,7 @@ fn conditions(filter: &ChunkFilter) -> (String, Vec<String>) {
 
 impl Ledger {
     /// The short keys (`ChunkId::short`) of the chunks that pass `filter`.
-    pub fn chunks_matching(&self, filter: &ChunkFilter) -> Result<HashSet<u64>> {
+    pub(crate) fn chunks_matching(&self, filter: &ChunkFilter) -> Result<HashSet<u64>> {
         let checks = Checks::new(filter, None)?;
         let (conditions, args) = conditions(filter);
         let fields = if checks.reads_fields() {
@@ -131,7 +131,7 @@ impl Ledger {
 
     /// The documents that pass `filter` (and whose title holds `title`, ignoring case), by root
     /// and path, `limit` of them after the first `offset`.
-    pub fn documents_matching(
+    pub(crate) fn documents_matching(
         &self,
         filter: &ChunkFilter,
         title: Option<&str>,
@@ -165,7 +165,11 @@ impl Ledger {
     }
 
     /// The documents at `path`: under `root` when given, else under every root that has it.
-    pub fn documents_at(&self, root: Option<&str>, path: &str) -> Result<Vec<DocumentEntry>> {
+    pub(crate) fn documents_at(
+        &self,
+        root: Option<&str>,
+        path: &str,
+    ) -> Result<Vec<DocumentEntry>> {
         let filter = ChunkFilter {
             root: root.map(str::to_string),
             ..ChunkFilter::default()
@@ -269,7 +273,7 @@ impl Ledger {
     }
 
     /// Every root with at least one document, by path, with how many documents it holds.
-    pub fn root_counts(&self) -> Result<Vec<(String, u64)>> {
+    pub(crate) fn root_counts(&self) -> Result<Vec<(String, u64)>> {
         let mut stmt = self
             .conn
             .prepare(

@@ -16,7 +16,7 @@ use crate::ledger::{
 
 impl Ledger {
     /// Sets how long a write waits for SQLite's lock before failing with `Error::Busy`.
-    pub fn set_busy_timeout(&self, timeout: std::time::Duration) -> Result<()> {
+    pub(crate) fn set_busy_timeout(&self, timeout: std::time::Duration) -> Result<()> {
         self.conn
             .busy_timeout(timeout)
             .map_err(sql_error("set busy timeout"))
@@ -24,7 +24,7 @@ impl Ledger {
 
     /// Looks a key up without taking the write lock. Both reads share one snapshot: read
     /// apart, a call committing in between would look like a key pruned by `gc`.
-    pub fn lookup_key(&self, scope: &str, key: &str) -> Result<KeyLookup> {
+    pub(crate) fn lookup_key(&self, scope: &str, key: &str) -> Result<KeyLookup> {
         let tx = self
             .conn
             .unchecked_transaction()
@@ -36,7 +36,7 @@ impl Ledger {
 
     /// Records an executed call: one transaction, all rows or none. `cancelled` is asked last,
     /// just before the commit: a call cancelled by then is rolled back, one cancelled later stays.
-    pub fn record_call(
+    pub(crate) fn record_call(
         &mut self,
         call: &NewCall<'_>,
         cancelled: &dyn Fn() -> bool,
@@ -111,7 +111,7 @@ impl Ledger {
     }
 
     /// Units a scope used in the window that starts at `window_start`.
-    pub fn units_used(&self, scope: &str, window_start: i64) -> Result<u64> {
+    pub(crate) fn units_used(&self, scope: &str, window_start: i64) -> Result<u64> {
         units_in(&self.conn, scope, window_start)
     }
 
@@ -231,7 +231,7 @@ fn units_in(conn: &rusqlite::Connection, scope: &str, window_start: i64) -> Resu
 impl Ledger {
     /// Up to `limit` spooled calls, oldest first (a mirror records calls only while its shared
     /// ledger is away, so every audit row it holds is one).
-    pub fn spooled_calls(&self, limit: usize) -> Result<Vec<SpooledCall>> {
+    pub(crate) fn spooled_calls(&self, limit: usize) -> Result<Vec<SpooledCall>> {
         let mut stmt = self
             .conn
             .prepare(
@@ -266,7 +266,7 @@ impl Ledger {
     }
 
     /// Removes spooled calls the shared ledger now holds, in one transaction.
-    pub fn remove_spooled(&mut self, calls: &[SpooledCall]) -> Result<()> {
+    pub(crate) fn remove_spooled(&mut self, calls: &[SpooledCall]) -> Result<()> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)

@@ -151,7 +151,7 @@ impl Ledger {
     /// False once a connection opened as immutable can no longer trust its file: its mount
     /// became writable (a remount), so a writer may change the file under it. A pool drops
     /// such a connection and opens the ledger again.
-    pub fn still_safe(&self) -> bool {
+    pub(crate) fn still_safe(&self) -> bool {
         !self.immutable || on_read_only_mount(&self.path)
     }
 
@@ -162,7 +162,7 @@ impl Ledger {
     /// Runs `f` inside one read transaction, so that everything it reads comes from one
     /// snapshot of the ledger even while a writer commits (WAL readers see the database as of
     /// their transaction's first read).
-    pub fn read_snapshot<T>(&self, f: impl FnOnce(&Ledger) -> Result<T>) -> Result<T> {
+    pub(crate) fn read_snapshot<T>(&self, f: impl FnOnce(&Ledger) -> Result<T>) -> Result<T> {
         /// Ends the read transaction however `f` ends, a panic included: a pooled connection
         /// must never go back to its pool inside a transaction.
         struct End<'a>(&'a Connection);
@@ -214,7 +214,7 @@ impl Ledger {
     }
 
     /// The root row for a canonical folder path, if it was ever ingested.
-    pub fn find_root(&self, root: &str) -> Result<Option<RootId>> {
+    pub(crate) fn find_root(&self, root: &str) -> Result<Option<RootId>> {
         self.conn
             .query_row("SELECT root_id FROM roots WHERE path = ?1", [root], |row| {
                 row.get(0).map(RootId)
@@ -236,7 +236,7 @@ impl Ledger {
 
     /// Every source under a root with its relative path, sorted by path (bytewise, as `str`
     /// orders): one query, for the planner.
-    pub fn sources_of_root(&self, root: RootId) -> Result<Vec<(String, SourceRecord)>> {
+    pub(crate) fn sources_of_root(&self, root: RootId) -> Result<Vec<(String, SourceRecord)>> {
         let mut stmt = self
             .conn
             .prepare_cached(
@@ -270,7 +270,7 @@ impl Ledger {
 
     /// Whether the ledger has this document without its front-matter fields (recorded by
     /// schema version 2): reading its file again fills them in.
-    pub fn lacks_fields(&self, doc_hash: &DocHash) -> Result<bool> {
+    pub(crate) fn lacks_fields(&self, doc_hash: &DocHash) -> Result<bool> {
         let mut stmt = self
             .conn
             .prepare_cached("SELECT 1 FROM documents WHERE doc_hash = ?1 AND fields IS NULL")
@@ -284,19 +284,19 @@ impl Ledger {
     /// with chunks whose stored text does not hash to their ID (chunk ID version 1, of the
     /// normalised text): its file is chunked again, and the document's chunks replaced
     /// (`BatchWriter::upsert`).
-    pub fn chunks_outdated(&self, doc_hash: &DocHash, recipe_version: u32) -> Result<bool> {
+    pub(crate) fn chunks_outdated(&self, doc_hash: &DocHash, recipe_version: u32) -> Result<bool> {
         chunks_outdated(&self.conn, doc_hash, recipe_version)
     }
 
     /// What the documents that hold chunk `id` are called now (empty when none holds it).
-    pub fn chunk_documents(&self, id: &ChunkId) -> Result<ChunkDocuments> {
+    pub(crate) fn chunk_documents(&self, id: &ChunkId) -> Result<ChunkDocuments> {
         chunk_documents(&self.conn, id)
             .map(Option::unwrap_or_default)
             .map_err(sql_error("read the documents of a chunk"))
     }
 
     /// Whether the ledger already has the chunks of this document.
-    pub fn has_document(&self, doc_hash: &DocHash) -> Result<bool> {
+    pub(crate) fn has_document(&self, doc_hash: &DocHash) -> Result<bool> {
         let mut stmt = self
             .conn
             .prepare_cached("SELECT 1 FROM documents WHERE doc_hash = ?1")
@@ -310,7 +310,7 @@ impl Ledger {
     /// and, when there are such rows, the next generation.
     ///
     /// If it fails (or the process dies) before `COMMIT`, nothing of the batch is written.
-    pub fn apply_batch(&mut self, batch: &Batch) -> Result<BatchOutcome> {
+    pub(crate) fn apply_batch(&mut self, batch: &Batch) -> Result<BatchOutcome> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -332,7 +332,7 @@ impl Ledger {
     /// every other writer of the batch's rows away in between, so the second run finds the
     /// same change set (checked). If `publish` fails, nothing of the batch is written here; if
     /// the process dies after it, the shared ledger has the batch and the mirror pulls it.
-    pub fn apply_batch_publishing(
+    pub(crate) fn apply_batch_publishing(
         &mut self,
         batch: &Batch,
         publish: &mut Publish<'_>,
@@ -367,7 +367,7 @@ impl Ledger {
     }
 
     /// The distinct chunk IDs that generations after `after` added, removed or relabelled.
-    pub fn changed_since(&self, after: Generation) -> Result<Vec<ChunkId>> {
+    pub(crate) fn changed_since(&self, after: Generation) -> Result<Vec<ChunkId>> {
         let mut stmt = self
             .conn
             .prepare_cached(
@@ -429,7 +429,7 @@ impl Ledger {
     /// (`ChunkId::short`, the index's delete key), each once, in ID order: the chunks a delete
     /// by those keys removes from the index and that must be added back. Two chunks share a
     /// key only by a 64-bit collision, so this is nearly always `chunks(ids)`.
-    pub fn chunks_sharing_keys(&self, ids: &[ChunkId]) -> Result<Vec<StoredChunk>> {
+    pub(crate) fn chunks_sharing_keys(&self, ids: &[ChunkId]) -> Result<Vec<StoredChunk>> {
         let mut stmt = self
             .conn
             .prepare_cached(
@@ -467,7 +467,10 @@ impl Ledger {
     }
 
     /// Calls `f` for every chunk, in chunk ID order (for `rebuild` and `export`).
-    pub fn for_each_chunk(&self, mut f: impl FnMut(StoredChunk) -> Result<()>) -> Result<()> {
+    pub(crate) fn for_each_chunk(
+        &self,
+        mut f: impl FnMut(StoredChunk) -> Result<()>,
+    ) -> Result<()> {
         let mut stmt = self
             .conn
             .prepare("SELECT chunk_id, heading, text FROM chunks ORDER BY chunk_id")
@@ -500,7 +503,7 @@ impl Ledger {
     }
 
     /// Every place a chunk appears, sorted by root and path.
-    pub fn sources_of_chunk(&self, id: &ChunkId) -> Result<Vec<ChunkSource>> {
+    pub(crate) fn sources_of_chunk(&self, id: &ChunkId) -> Result<Vec<ChunkSource>> {
         let mut stmt = self
             .conn
             .prepare_cached(if self.has_pages {
@@ -582,7 +585,7 @@ impl Ledger {
     }
 
     /// Records the start of an ingest run.
-    pub fn start_run(&mut self, run_id: &str, roots: &[String], now_ms: i64) -> Result<()> {
+    pub(crate) fn start_run(&mut self, run_id: &str, roots: &[String], now_ms: i64) -> Result<()> {
         self.conn
             .execute(
                 "INSERT INTO runs (run_id, roots, started_at) VALUES (?1, ?2, ?3)",
@@ -597,7 +600,7 @@ impl Ledger {
     }
 
     /// Records the end of an ingest run with its report.
-    pub fn finish_run(
+    pub(crate) fn finish_run(
         &mut self,
         run_id: &str,
         generation: Generation,
@@ -614,7 +617,7 @@ impl Ledger {
     }
 
     /// One run's row, as recorded.
-    pub fn run_row(&self, run_id: &str) -> Result<Option<RunRow>> {
+    pub(crate) fn run_row(&self, run_id: &str) -> Result<Option<RunRow>> {
         replica::last_run(&self.conn, run_id)
     }
 
@@ -1087,7 +1090,7 @@ impl BatchWriter<'_> {
 
 /// True when the file system holding `path` is mounted read-only: nothing can write there,
 /// so no writer can change the ledger while it stays so.
-pub fn on_read_only_mount(path: &Path) -> bool {
+pub(crate) fn on_read_only_mount(path: &Path) -> bool {
     rustix::fs::statvfs(path)
         .is_ok_and(|stat| stat.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
 }

@@ -18,10 +18,10 @@ use crate::ledger::Access;
 
 /// The most read-only connections one reader or agent opens: reads beyond that many at once
 /// wait for a connection.
-pub const READ_CONNECTIONS: usize = 16;
+pub(crate) const READ_CONNECTIONS: usize = 16;
 
 /// Read-only connections to one ledger.
-pub struct LedgerPool {
+pub(crate) struct LedgerPool {
     path: PathBuf,
     max: usize,
     state: Mutex<PoolState>,

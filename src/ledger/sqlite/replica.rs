@@ -30,7 +30,7 @@ use crate::ledger::{
 
 impl Ledger {
     /// The shared ledger this ledger mirrors, if it is a mirror.
-    pub fn replica_state(&self) -> Result<Option<ReplicaState>> {
+    pub(crate) fn replica_state(&self) -> Result<Option<ReplicaState>> {
         self.conn
             .query_row(
                 "SELECT ledger_id, log_seq,
@@ -52,7 +52,7 @@ impl Ledger {
 
     /// Where this mirror last found its shared ledger; `None` when it is no mirror or has not
     /// recorded it (a mirror made before schema version 6, until its next sync).
-    pub fn mirror_binding(&self) -> Result<Option<MirrorBinding>> {
+    pub(crate) fn mirror_binding(&self) -> Result<Option<MirrorBinding>> {
         let binding = self
             .conn
             .query_row(
@@ -71,7 +71,7 @@ impl Ledger {
     }
 
     /// Records where this mirror found its shared ledger.
-    pub fn set_mirror_binding(&mut self, binding: &MirrorBinding) -> Result<()> {
+    pub(crate) fn set_mirror_binding(&mut self, binding: &MirrorBinding) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE replica SET ledger_url = ?1, ledger_schema = ?2 WHERE id = 1",
@@ -95,7 +95,7 @@ impl Ledger {
 
     /// Applies a change set pulled from the shared ledger in one transaction, and records the
     /// shared ledger's position it reaches. Applying it twice changes nothing more.
-    pub fn apply_changes(
+    pub(crate) fn apply_changes(
         &mut self,
         changes: &ChangeSet,
         vectors: &VectorChanges,
@@ -135,7 +135,7 @@ impl Ledger {
     /// mirror, or one that fell behind the shared log), keeping the stat cache of every path
     /// whose document is unchanged. The log is emptied and its floor set to the snapshot's
     /// generation, so the index is made again from the ledger.
-    pub fn replace_with(
+    pub(crate) fn replace_with(
         &mut self,
         snapshot: &ChangeSet,
         vectors: &VectorChanges,
@@ -198,7 +198,7 @@ impl Ledger {
     }
 
     /// An embedding model's row, whole, for a writer to publish.
-    pub fn model_record(&self, fingerprint: &[u8]) -> Result<Option<ModelRecord>> {
+    pub(crate) fn model_record(&self, fingerprint: &[u8]) -> Result<Option<ModelRecord>> {
         self.conn
             .query_row(
                 "SELECT fingerprint, description, dims, first_seen, active_since, complete_at
@@ -217,18 +217,6 @@ impl Ledger {
             )
             .optional()
             .map_err(sql_error("read embedding models"))
-    }
-
-    /// Marks this ledger a mirror of `ledger_id` at log position 0, in an empty ledger.
-    pub fn become_mirror(&mut self, ledger_id: &str) -> Result<()> {
-        self.conn
-            .execute(
-                "INSERT INTO replica (id, ledger_id, log_seq) VALUES (1, ?1, 0)
-                 ON CONFLICT (id) DO UPDATE SET ledger_id = excluded.ledger_id, log_seq = 0",
-                [ledger_id],
-            )
-            .map_err(sql_error("mark the store a mirror"))?;
-        Ok(())
     }
 }
 

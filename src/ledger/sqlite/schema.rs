@@ -273,7 +273,7 @@ INSERT INTO meta (name, value) VALUES ('generation', 0), ('log_floor', 0);
 
 /// What a database file holds, found before anything writes to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Found {
+pub(crate) enum Found {
     /// No schema at all: a new (or empty) file, safe to initialise.
     Empty,
     /// A groundidx ledger of this schema version.
@@ -284,7 +284,7 @@ pub enum Found {
 
 /// Tells an empty database, a groundidx ledger (with its version) and anything else apart.
 /// It only reads.
-pub fn found(conn: &Connection) -> Result<Found> {
+pub(crate) fn found(conn: &Connection) -> Result<Found> {
     // Any object counts (a view or a trigger alone is someone's schema too).
     let n_objects: i64 = conn
         .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
@@ -316,7 +316,7 @@ pub fn found(conn: &Connection) -> Result<Found> {
 
 /// Refuses what a writer must not touch: a foreign database or an unknown version. Called
 /// before the first pragma, so a refused file is left byte for byte as it was.
-pub fn refuse_unless_ours(found: Found, path: &std::path::Path) -> Result<()> {
+pub(crate) fn refuse_unless_ours(found: Found, path: &std::path::Path) -> Result<()> {
     match found {
         Found::Empty => Ok(()),
         Found::Ledger(version) if (OLDEST_VERSION..=SCHEMA_VERSION).contains(&version) => Ok(()),
@@ -333,7 +333,7 @@ pub fn refuse_unless_ours(found: Found, path: &std::path::Path) -> Result<()> {
 
 /// Creates the schema in an empty database, or upgrades an older one in place. The caller
 /// has checked the file with `refuse_unless_ours`.
-pub fn create_or_upgrade(conn: &mut Connection, path: &std::path::Path) -> Result<()> {
+pub(crate) fn create_or_upgrade(conn: &mut Connection, path: &std::path::Path) -> Result<()> {
     let tx = conn
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(sql_error("create schema"))?;
@@ -369,7 +369,7 @@ pub fn create_or_upgrade(conn: &mut Connection, path: &std::path::Path) -> Resul
 }
 
 /// Checks a ledger opened for reading only.
-pub fn check(found: Found, path: &std::path::Path) -> Result<()> {
+pub(crate) fn check(found: Found, path: &std::path::Path) -> Result<()> {
     match found {
         Found::Empty => Err(Error::NoStore {
             path: path.to_path_buf(),

@@ -26,7 +26,7 @@ fn fingerprint_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result
 impl Ledger {
     /// True when the ledger has the embedding tables (schema 3 or later): a reader of an older
     /// store sees no vectors rather than an error.
-    pub fn has_vector_tables(&self) -> Result<bool> {
+    pub(crate) fn has_vector_tables(&self) -> Result<bool> {
         self.conn
             .query_row(
                 "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'vectors'",
@@ -37,7 +37,7 @@ impl Ledger {
     }
 
     /// The fingerprint computed when a model's files last looked like `stat_key`.
-    pub fn cached_fingerprint(&self, stat_key: &str) -> Result<Option<Fingerprint>> {
+    pub(crate) fn cached_fingerprint(&self, stat_key: &str) -> Result<Option<Fingerprint>> {
         if !self.has_vector_tables()? {
             return Ok(None);
         }
@@ -51,7 +51,11 @@ impl Ledger {
             .map_err(sql_error("read the model fingerprint cache"))
     }
 
-    pub fn cache_fingerprint(&mut self, stat_key: &str, fingerprint: &Fingerprint) -> Result<()> {
+    pub(crate) fn cache_fingerprint(
+        &mut self,
+        stat_key: &str,
+        fingerprint: &Fingerprint,
+    ) -> Result<()> {
         self.conn
             .execute(
                 "INSERT OR REPLACE INTO model_stat_cache (stat_key, fingerprint) VALUES (?1, ?2)",
@@ -65,7 +69,7 @@ impl Ledger {
     /// dimensions is refused: its stored vectors and the ones it makes now could not be
     /// compared, and vectors of a length other than the recorded one would count as damaged,
     /// be removed by `rebuild` and be made again, damaged, by every run after.
-    pub fn register_model(
+    pub(crate) fn register_model(
         &mut self,
         fingerprint: &Fingerprint,
         description: &serde_json::Value,
@@ -140,7 +144,7 @@ impl Ledger {
     }
 
     /// Makes `fingerprint` the model search uses.
-    pub fn activate_model(&mut self, fingerprint: &Fingerprint, now_ms: i64) -> Result<()> {
+    pub(crate) fn activate_model(&mut self, fingerprint: &Fingerprint, now_ms: i64) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE embedding_models SET active_since = ?2 WHERE fingerprint = ?1",
@@ -151,7 +155,7 @@ impl Ledger {
     }
 
     /// The generation at which `model`'s vectors last covered every chunk, if they did.
-    pub fn model_complete_at(&self, model: &Fingerprint) -> Result<Option<Generation>> {
+    pub(crate) fn model_complete_at(&self, model: &Fingerprint) -> Result<Option<Generation>> {
         if !self.has_vector_tables()? {
             return Ok(None);
         }
@@ -167,7 +171,7 @@ impl Ledger {
     }
 
     /// Records that `model`'s vectors cover every chunk of generation `generation`.
-    pub fn mark_model_complete(
+    pub(crate) fn mark_model_complete(
         &mut self,
         model: &Fingerprint,
         generation: Generation,
@@ -190,7 +194,7 @@ impl Ledger {
     }
 
     /// How many of the ledger's chunks have a vector under `model`.
-    pub fn vector_coverage(&self, model: &Fingerprint) -> Result<VectorCoverage> {
+    pub(crate) fn vector_coverage(&self, model: &Fingerprint) -> Result<VectorCoverage> {
         let chunks: i64 = self
             .conn
             .query_row("SELECT count(*) FROM chunks", [], |row| row.get(0))
@@ -218,7 +222,7 @@ impl Ledger {
 
     /// Up to `limit` chunks without a vector under `model`, in chunk ID order after `after`:
     /// the next page of an embedding run.
-    pub fn chunks_without_vector(
+    pub(crate) fn chunks_without_vector(
         &self,
         model: &Fingerprint,
         after: Option<&ChunkId>,
@@ -250,7 +254,7 @@ impl Ledger {
     /// Stores one batch of vectors in one transaction and bumps `vector_seq`. A vector already
     /// stored is kept as it was (the same model gives the same vector for the same chunk).
     /// Returns how many were new.
-    pub fn insert_vectors(
+    pub(crate) fn insert_vectors(
         &mut self,
         model: &Fingerprint,
         vectors: &[(ChunkId, Vec<f32>)],
@@ -260,7 +264,7 @@ impl Ledger {
 
     /// `insert_vectors`, setting `vector_seq` to `seq` when given (a mirror takes the shared
     /// ledger's position of the page) instead of bumping it.
-    pub fn insert_vectors_at(
+    pub(crate) fn insert_vectors_at(
         &mut self,
         model: &Fingerprint,
         vectors: &[(ChunkId, Vec<f32>)],
@@ -306,7 +310,7 @@ impl Ledger {
 
     /// Calls `f` for every chunk the ledger holds that has a vector under `model`, in chunk ID
     /// order (for the vector index and `verify`).
-    pub fn for_each_vector(
+    pub(crate) fn for_each_vector(
         &self,
         model: &Fingerprint,
         mut f: impl FnMut(ChunkId, &[u8]) -> Result<()>,
@@ -336,7 +340,7 @@ impl Ledger {
     }
 
     /// Chunks whose vector under `model` is not `dims` f32s: a blob damaged in the ledger.
-    pub fn damaged_vectors(&self, model: &Fingerprint, dims: usize) -> Result<Vec<ChunkId>> {
+    pub(crate) fn damaged_vectors(&self, model: &Fingerprint, dims: usize) -> Result<Vec<ChunkId>> {
         if !self.has_vector_tables()? {
             return Ok(Vec::new());
         }
@@ -359,7 +363,11 @@ impl Ledger {
 
     /// Removes the vectors of `model` that are not `dims` f32s, so that the next embedding run
     /// makes them again (the model no longer counts as complete, and `vector_seq` moves on).
-    pub fn remove_damaged_vectors(&mut self, model: &Fingerprint, dims: usize) -> Result<u64> {
+    pub(crate) fn remove_damaged_vectors(
+        &mut self,
+        model: &Fingerprint,
+        dims: usize,
+    ) -> Result<u64> {
         if !self.has_vector_tables()? {
             return Ok(0);
         }
