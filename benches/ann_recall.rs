@@ -10,7 +10,10 @@
 //! cluster, so nothing but the vectors' own values tells near from far.
 
 // A benchmark prints its table on stdout.
-#![allow(clippy::disallowed_macros)]
+#![allow(
+    clippy::disallowed_macros,
+    reason = "a benchmark prints its table on stdout"
+)]
 
 use std::time::{Duration, Instant};
 

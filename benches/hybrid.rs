@@ -8,7 +8,10 @@
 //! mode measured in turn after one warm-up pass.
 
 // A benchmark prints its table on stdout.
-#![allow(clippy::disallowed_macros)]
+#![allow(
+    clippy::disallowed_macros,
+    reason = "a benchmark prints its table on stdout"
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -50,7 +50,7 @@ fn benches(c: &mut Criterion) {
             || tempfile::tempdir().expect("temp store"),
             |store| run_ingest(store.path(), &docs),
             criterion::BatchSize::PerIteration,
-        )
+        );
     });
 
     let store = tmp.path().join("store");
@@ -73,7 +73,7 @@ fn benches(c: &mut Criterion) {
             round += 1;
             std::fs::write(&edited, format!("{original}\n\nEdit number {round}.\n")).expect("edit");
             run_ingest(&store, &docs);
-        })
+        });
     });
 }
 

@@ -33,14 +33,14 @@ fn benches(c: &mut Criterion) {
     };
     let plain = request(ChunkFilter::default());
     c.bench_function("search/top10", |b| {
-        b.iter(|| search(&reader, &plain).expect("search"))
+        b.iter(|| search(&reader, &plain).expect("search"));
     });
     let filtered = request(ChunkFilter {
         path_prefix: Some("handbook/".to_string()),
         ..ChunkFilter::default()
     });
     c.bench_function("search/top10-path-filter", |b| {
-        b.iter(|| search(&reader, &filtered).expect("search"))
+        b.iter(|| search(&reader, &filtered).expect("search"));
     });
 }
 

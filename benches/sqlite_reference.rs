@@ -141,7 +141,10 @@ impl Keyed {
             agent: Agent::open(store, config, None).expect("open agent"),
             run: format!("bench-{}-{}", std::process::id(), now_ms()),
             n: 0,
-            queries: QUERIES.iter().map(|q| q.to_string()).collect(),
+            queries: QUERIES
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
         }
     }
 
@@ -213,7 +216,7 @@ fn keyed_mode(store: &Path, calls: usize, blocks: usize, queries: Option<&Path>)
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", reference_db.display()));
     }
-    latencies.sort_by(|a, b| a.total_cmp(b));
+    latencies.sort_by(f64::total_cmp);
     let pct = |p: f64| latencies[((p / 100.0) * (latencies.len() - 1) as f64).round() as usize];
     emit(json!({
         "keyed_call_p50_us": pct(50.0),

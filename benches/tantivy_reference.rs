@@ -50,7 +50,7 @@ fn corpus_files(root: &Path) -> Vec<PathBuf> {
                 .extension()
                 .is_some_and(|x| x == "md" || x == "markdown" || x == "txt")
         })
-        .map(|e| e.into_path())
+        .map(walkdir::DirEntry::into_path)
         .collect()
 }
 
@@ -202,7 +202,7 @@ fn groundidx_search(reader: &StoreReader, text: &str) -> usize {
 }
 
 fn percentile(values: &mut [f64], p: f64) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
+    values.sort_by(f64::total_cmp);
     let k = ((p / 100.0) * (values.len() - 1) as f64).round() as usize;
     values[k.min(values.len() - 1)]
 }
@@ -267,7 +267,7 @@ fn criterion_benches(c: &mut Criterion) {
             || tempfile::tempdir().expect("temp index"),
             |dir| index_raw(&docs, dir.path()),
             criterion::BatchSize::PerIteration,
-        )
+        );
     });
     group.bench_function("groundidx-ingest", |b| {
         b.iter_batched(
@@ -286,7 +286,7 @@ fn criterion_benches(c: &mut Criterion) {
                 store.close().expect("close");
             },
             criterion::BatchSize::PerIteration,
-        )
+        );
     });
     group.finish();
 
@@ -307,10 +307,10 @@ fn criterion_benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("search");
     group.bench_function("tantivy-top10", |b| b.iter(|| raw.search(query, false)));
     group.bench_function("tantivy-top10-load-docs", |b| {
-        b.iter(|| raw.search(query, true))
+        b.iter(|| raw.search(query, true));
     });
     group.bench_function("groundidx-search", |b| {
-        b.iter(|| groundidx_search(&reader, query))
+        b.iter(|| groundidx_search(&reader, query));
     });
     group.finish();
 }

@@ -12,7 +12,7 @@
 //! vector index) and `hybrid` (both legs, fused by a convex combination of their scores, each
 //! leg's scaled so that its best candidate scores 1 and its `FUSION_ANCHOR`-th 0, weighted by
 //! the query's shape: a name trusts words, a question meaning a little more; see `fuse` and
-//! [`semantic_weight`]). Filters restrict both legs to the same chunk keys. Hybrid is the
+//! `semantic_weight`). Filters restrict both legs to the same chunk keys. Hybrid is the
 //! default when the store has vectors and the model that made them is loaded; every answer says
 //! the mode it used, the semantic coverage and, in `semantic`, whether meaning took part and why
 //! not fully (`SemanticReason`, a closed set of codes: the store's model missing, changed or
@@ -1285,7 +1285,7 @@ fn candidates(
     let semantic_leg = || match (mode, sources.vectors, query_vector) {
         (Mode::Lexical, _, _) | (_, None, _) | (_, _, None) => Ok(Vec::new()),
         (_, Some(vectors), Some(vector)) => {
-            vectors.search(vector, limit, allowed.map(|a| a.as_ref()))
+            vectors.search(vector, limit, allowed.map(std::convert::AsRef::as_ref))
         }
     };
     // The two legs of a hybrid search share nothing, so they run at once.

@@ -543,7 +543,7 @@ pub fn normalise(data: &[u8]) {
     assert_eq!(ids::text_key(&text), ids::text_key(&normal));
     let lines: Vec<&str> = text.split('\n').collect();
     let (passage, path) = lines.split_last().expect("split gives one part at least");
-    let path: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+    let path: Vec<String> = path.iter().map(std::string::ToString::to_string).collect();
     let normal_path: Vec<String> = path.iter().map(|h| ids::normalise(h)).collect();
     let id = ids::chunk_id(&path, passage);
     assert_eq!(id, ids::chunk_id(&normal_path, passage));

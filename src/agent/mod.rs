@@ -445,12 +445,18 @@ impl Agent {
         model: Option<Arc<dyn crate::embed::Embedder>>,
         problem: Option<crate::search::ModelProblem>,
     ) {
-        let reader = self.reader.write().unwrap_or_else(|e| e.into_inner());
-        *self.query_model.write().unwrap_or_else(|e| e.into_inner()) = model.clone();
+        let reader = self
+            .reader
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *self
+            .query_model
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = model.clone();
         *self
             .model_problem
             .write()
-            .unwrap_or_else(|e| e.into_inner()) = problem.clone();
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = problem.clone();
         if let Some(reader) = reader.as_ref() {
             reader.set_embedder(model);
             reader.set_model_problem(problem);
@@ -488,7 +494,7 @@ impl Agent {
     fn query_model(&self) -> Option<Arc<dyn crate::embed::Embedder>> {
         self.query_model
             .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
 
@@ -515,7 +521,10 @@ impl Agent {
             .as_ref()
             .is_none_or(|model| model.describe()["kind"] == "remote");
         {
-            let mut check = self.model_check.lock().unwrap_or_else(|e| e.into_inner());
+            let mut check = self
+                .model_check
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let due = check.is_none_or(|(checked, at)| {
                 checked != wanted || (may_drift && at.elapsed() >= MODEL_RECHECK_EVERY)
             });
@@ -611,12 +620,15 @@ impl Agent {
         let generation = reader.index().snapshot().generation().0;
         // The query model is read under the reader's lock, which `set_query_model` holds while
         // it changes the model: the new reader gets the model that is current when it goes in.
-        let mut current = self.reader.write().unwrap_or_else(|e| e.into_inner());
+        let mut current = self
+            .reader
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         reader.set_embedder(self.query_model());
         reader.set_model_problem(
             self.model_problem
                 .read()
-                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone(),
         );
         *current = Some(reader);
@@ -636,13 +648,13 @@ impl Agent {
     fn current_reader(&self) -> Option<Arc<StoreReader>> {
         self.reader
             .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
 
     /// When the last ingest finished, in ms since the epoch.
     pub fn last_ingest_ms(&self) -> Result<Option<i64>> {
-        self.read_ledger(|ledger| ledger.last_ingest_ms())
+        self.read_ledger(super::ledger::sqlite::Ledger::last_ingest_ms)
     }
 
     /// Handles one call at time `now_ms`.

@@ -101,7 +101,9 @@ impl LocalCalls {
                 std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),
             ));
         };
-        let mut ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ledger = ledger
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut ledger)
     }
 }
@@ -252,7 +254,10 @@ impl Recorder {
         match self {
             Recorder::Local(_) => Ok(()),
             Recorder::Shared { away, .. } => {
-                match &*away.lock().unwrap_or_else(|e| e.into_inner()) {
+                match &*away
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                {
                     Some(problem) => Err(problem.clone()),
                     None => Ok(()),
                 }
@@ -266,7 +271,9 @@ impl Recorder {
         let Recorder::Shared { away, .. } = self else {
             return;
         };
-        let mut state = away.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = away
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match outcome {
             Ok(()) => *state = None,
             Err(err) if is_unreachable(err) => {

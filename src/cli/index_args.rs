@@ -54,7 +54,7 @@ pub struct IdFieldArgs {
 fn default_id_fields() -> Vec<String> {
     DEFAULT_ID_FIELDS
         .iter()
-        .map(|key| key.to_string())
+        .map(std::string::ToString::to_string)
         .collect()
 }
 

@@ -131,7 +131,7 @@ pub(crate) fn config_from_description(description: &serde_json::Value) -> Option
             passage_prefix: text("passage_prefix"),
             max_tokens: description
                 .get("max_tokens")
-                .and_then(|v| v.as_u64())
+                .and_then(serde_json::Value::as_u64)
                 .map(|n| n as usize),
             threads: None,
         })),
@@ -143,7 +143,7 @@ pub(crate) fn config_from_description(description: &serde_json::Value) -> Option
             passage_prefix: text("passage_prefix"),
             max_chars: description
                 .get("max_chars")
-                .and_then(|v| v.as_u64())
+                .and_then(serde_json::Value::as_u64)
                 .map(|n| n as usize),
             batch_size: 64,
             timeout: std::time::Duration::from_secs(60),

@@ -109,9 +109,11 @@ fn recorded_probe(
         && text("name") == Some(config.model.as_str())
         && text("query_prefix") == config.query_prefix.as_deref()
         && text("passage_prefix") == config.passage_prefix.as_deref()
-        && description.get("max_chars").and_then(|v| v.as_u64())
+        && description
+            .get("max_chars")
+            .and_then(serde_json::Value::as_u64)
             == config.max_chars.map(|n| n as u64)
-        && description.get("dims").and_then(|v| v.as_u64()) == Some(dims as u64);
+        && description.get("dims").and_then(serde_json::Value::as_u64) == Some(dims as u64);
     if !same {
         return None;
     }
@@ -244,7 +246,7 @@ impl RemoteModel {
         let key = (self.config.url.clone(), self.config.model.clone());
         let fresh = PROBES
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(&key)
             .filter(|(when, _)| when.elapsed() < PROBE_FRESH_FOR)
             .map(|(_, vector)| vector.clone());
@@ -256,7 +258,7 @@ impl RemoteModel {
         let vector = self.request(&[PROBE_TEXT.to_string()])?.remove(0);
         PROBES
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(key, (Instant::now(), vector.clone()));
         Ok(vector)
     }

@@ -871,7 +871,7 @@ impl PageState {
             }
         } else if name.eq_ignore_ascii_case("keywords") {
             self.keywords
-                .extend(content.split(',').map(|keyword| keyword.to_string()));
+                .extend(content.split(',').map(std::string::ToString::to_string));
         }
     }
 

@@ -218,7 +218,7 @@ pub fn extract_here(
         Err(panic) => {
             let what = panic
                 .downcast_ref::<&str>()
-                .map(|s| s.to_string())
+                .map(std::string::ToString::to_string)
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "no message".to_string());
             Err(format!("the {format} reader failed on it ({what})"))

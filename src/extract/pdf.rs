@@ -197,7 +197,7 @@ fn run_guarded(run: impl FnOnce() -> Result<(), OutputError>) -> Result<(), Stri
         Ok(Err(err)) => Err(err.to_string()),
         Err(panic) => Err(panic
             .downcast_ref::<&str>()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "the reader failed".to_string())),
     }

@@ -137,7 +137,7 @@ impl Default for IdFields {
         IdFields(
             DEFAULT_ID_FIELDS
                 .iter()
-                .map(|key| key.to_string())
+                .map(std::string::ToString::to_string)
                 .collect(),
         )
     }
@@ -559,7 +559,10 @@ impl Index {
 
     /// The snapshot searches see now.
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        let snapshots = self.snapshots.read().unwrap_or_else(|e| e.into_inner());
+        let snapshots = self
+            .snapshots
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         Arc::clone(
             &snapshots
                 .back()
@@ -570,7 +573,10 @@ impl Index {
 
     /// A kept snapshot of this generation and segment layout, if there still is one.
     pub(crate) fn snapshot_at(&self, generation: Generation, layout: u64) -> Option<Arc<Snapshot>> {
-        let snapshots = self.snapshots.read().unwrap_or_else(|e| e.into_inner());
+        let snapshots = self
+            .snapshots
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         snapshots
             .iter()
             .find(|(_, s)| s.generation == generation && s.layout == layout)
@@ -599,7 +605,10 @@ impl Index {
         self.reader.reload().map_err(index_error("reload"))?;
         let fresh = capture(&self.index, &self.reader, self.fields)?;
         let generation = fresh.generation;
-        let mut snapshots = self.snapshots.write().unwrap_or_else(|e| e.into_inner());
+        let mut snapshots = self
+            .snapshots
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let current = &snapshots
             .back()
             .expect("an index keeps its current snapshot")

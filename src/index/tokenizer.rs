@@ -32,7 +32,7 @@ use tantivy::tokenizer::{
 /// change, to say so.
 pub(crate) const VERSION: u32 = 1;
 
-/// The name the analyzer is registered under in every index, with its [`VERSION`].
+/// The name the analyzer is registered under in every index, with its `VERSION`.
 pub fn name() -> String {
     format!("{NAME_STEM}.v{VERSION}")
 }

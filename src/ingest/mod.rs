@@ -398,7 +398,10 @@ fn chunk_file(
 
 /// Compares a prepared batch with the ledger and stages it (`Store::stage`); commits the index
 /// when `INDEX_COMMIT_INTERVAL` has passed since it last did.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the run's state a batch commits into, each part used as it is"
+)]
 fn commit_batch(
     store: &mut Store,
     plan: &RootPlan,

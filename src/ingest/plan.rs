@@ -122,7 +122,7 @@ pub(crate) fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -
             Some((_, record))
                 if !config.rehash && is_clean(record, file) && chunked_as_now(record, file) =>
             {
-                unchanged += 1
+                unchanged += 1;
             }
             _ => to_read.push(file.clone()),
         }

@@ -341,7 +341,7 @@ pub(crate) fn log_refused(
     let message = error.message();
     match error {
         CallError::Unavailable(_) => {
-            tracing::warn!(tool, transport, code, took = ?took, "could not serve a call: {message}")
+            tracing::warn!(tool, transport, code, took = ?took, "could not serve a call: {message}");
         }
         _ => tracing::info!(tool, transport, code, took = ?took, "refused a call: {message}"),
     }

@@ -90,7 +90,10 @@ impl Metrics {
             Outcome::Replayed => "replayed".to_string(),
             Outcome::Refused(code) => format!("refused_{code}"),
         };
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         *state.calls.entry((tool, transport, outcome)).or_default() += 1;
         let histogram = state.latency.entry(tool).or_default();
         let seconds = took.as_secs_f64();
@@ -105,7 +108,10 @@ impl Metrics {
 
     /// The Prometheus text exposition, with the store's gauges.
     pub fn render(&self, generation: Option<u64>, seconds_since_ingest: Option<f64>) -> String {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut out = String::new();
         let _ = writeln!(
             out,

@@ -117,9 +117,9 @@ fn spawn_syncer(store_dir: PathBuf, shared: SharedServing, agent: Arc<Agent>) {
             })
             .await;
             match synced {
-                Ok(Ok(_)) | Ok(Err(Error::LockBusy { .. })) => {}
+                Ok(Ok(_) | Err(Error::LockBusy { .. })) => {}
                 Ok(Err(err)) => {
-                    tracing::warn!(error = %err, "could not sync the replica; trying again")
+                    tracing::warn!(error = %err, "could not sync the replica; trying again");
                 }
                 Err(err) => tracing::warn!(error = %err, "the replica's sync step failed"),
             }
@@ -190,14 +190,12 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            let _ = ctrl_c.await;
+            return;
+        };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

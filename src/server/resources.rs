@@ -40,7 +40,7 @@ fn decode(text: &str) -> Option<String> {
     percent_decode_str(text)
         .decode_utf8()
         .ok()
-        .map(|decoded| decoded.into_owned())
+        .map(std::borrow::Cow::into_owned)
 }
 
 /// The name a URI gives each root: its folder name when unique among `roots`, else its path.

@@ -658,7 +658,7 @@ pub(crate) fn recorded_models(ledger: &Ledger) -> Result<Vec<crate::embed::Recor
 /// so a store that has a model keeps every chunk embedded. `None` when the store has no vectors.
 ///
 /// Fails with `Error::Model`, naming the folder (or server) and the fix, when the model cannot
-/// be found (see [`find_recorded_model`]): a writer must never leave chunks without a vector in
+/// be found (see `find_recorded_model`): a writer must never leave chunks without a vector in
 /// silence.
 pub fn recorded_model(
     ledger: &Ledger,

@@ -311,7 +311,9 @@ impl Drop for Lease {
     fn drop(&mut self) {
         {
             let (stopped, wake) = &*self.stop;
-            *stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            *stopped
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
             wake.notify_all();
         }
         if let Some(renewer) = self.renewer.take() {
@@ -333,11 +335,13 @@ fn renew(
 ) {
     let every = Duration::from_millis(ttl_secs * 1000 / 3).max(Duration::from_millis(300));
     let (stopped, wake) = stop;
-    let mut guard = stopped.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = stopped
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     loop {
         let (next, _) = wake
             .wait_timeout(guard, every)
-            .unwrap_or_else(|e| e.into_inner());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         guard = next;
         if *guard {
             return;

@@ -43,7 +43,7 @@ pub struct Candidates {
 pub(crate) const FINE_FLOOR: usize = 2_010;
 
 /// The shortlist sizes for a search among `rows` rows: `coarse` 96·√rows and `fine` a sixth of
-/// it, `fine` at least [`FINE_FLOOR`], and neither more than `rows`.
+/// it, `fine` at least `FINE_FLOOR`, and neither more than `rows`.
 ///
 /// Measured on random unit vectors of 384 dimensions (`benches/ann_recall.rs`), the
 /// distribution where bits lose the most: recall@10 against exact search is 0.95 or more from

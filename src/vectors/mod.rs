@@ -11,7 +11,7 @@
 //! next writer makes it again.
 //!
 //! Search is exact (a dot product with every vector; they are L2-normalised) below
-//! [`ann_from`] vectors (100,000 unless `GROUNDIDX_ANN_FROM` says otherwise). From there a
+//! `ann_from` vectors (100,000 unless `GROUNDIDX_ANN_FROM` says otherwise). From there a
 //! reader also computes the rows' sign codes (`ann`) when it reads the file, and a search ranks
 //! exactly only the shortlist the codes give: approximate, with recall@10 measured at 0.95 or
 //! more against exact search on random vectors. The codes have no file of their own, so there

@@ -663,7 +663,7 @@ fn path_like_ids() -> Vec<String> {
         "",
     ]
     .iter()
-    .map(|s| s.to_string())
+    .map(std::string::ToString::to_string)
     .collect();
     ids.push(format!("{}\u{0}", "0".repeat(63)));
     ids.push(format!("{}/../../etc/passwd", "a".repeat(64)));

@@ -900,7 +900,7 @@ fn s4_only_loopback_without_tokens() {
         Launch::Exited(_, stderr) if stderr.to_lowercase().contains("in use") => {
             crate::support::prerequisite_missing(&format!(
                 "port 7878 for the default-address check: {stderr}"
-            ))
+            ));
         }
         Launch::Exited(code, stderr) => panic!("default serve exited ({code:?}): {stderr}"),
     }

@@ -67,13 +67,11 @@ fn run(agent: &Agent, call: &ToolCall, now_ms: i64) -> Result<Out, CallError> {
     })
 }
 
-#[allow(unreachable_patterns)]
 fn replayed_name(replayed: &Replayed) -> &'static str {
     match replayed {
         Replayed::No => "no",
         Replayed::Yes => "yes",
         Replayed::Late => "late",
-        _ => "other",
     }
 }
 

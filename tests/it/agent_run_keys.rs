@@ -17,7 +17,7 @@ async fn pairs_that_join_to_the_same_text_are_different_keys() {
     let couples = [
         (("a/b", "c"), ("a", "b/c")),
         ((r#"x""#, "y"), ("x", r#""y"#)),
-        ((r#"p\"#, "q"), ("p", r#"\q"#)),
+        ((r"p\", "q"), ("p", r"\q")),
     ];
     let mut stored = Vec::new();
     for ((run_1, step_1), (run_2, step_2)) in couples {

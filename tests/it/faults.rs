@@ -202,7 +202,7 @@ fn assert_consistent(env: &Env) -> &'static str {
             assert!(
                 report["extra_in_index"]
                     .as_array()
-                    .is_some_and(|extra| extra.is_empty()),
+                    .is_some_and(std::vec::Vec::is_empty),
                 "{report}"
             );
             "lag"

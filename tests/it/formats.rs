@@ -280,7 +280,7 @@ fn pdfs_are_indexed_with_their_pages() {
         .into_iter()
         .filter_map(Result::ok)
         .filter(|e| e.path().extension().is_some_and(|x| x == "pdf"))
-        .map(|e| e.into_path())
+        .map(walkdir::DirEntry::into_path)
         .collect();
     entries.sort();
     for pdf in entries.iter().take(3) {

@@ -222,7 +222,7 @@ fn sigkill_at_random_moments_on_a_real_corpus_heals() {
         .into_iter()
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "md"))
-        .map(|e| e.into_path())
+        .map(walkdir::DirEntry::into_path)
         .collect();
     files.sort();
     let soak = Soak {

@@ -672,7 +672,7 @@ async fn documents_are_resources_listed_in_pages_and_read_with_their_headings() 
             .await
         {
             Err(ServiceError::McpError(error)) => {
-                assert_eq!(error.code.0, code, "{uri}: {error:?}")
+                assert_eq!(error.code.0, code, "{uri}: {error:?}");
             }
             other => panic!("{uri}: expected error {code}, got {other:?}"),
         }

@@ -273,7 +273,7 @@ impl FileSettings {
                 self.embed_url = Some(text(
                     value,
                     "a URL in quotes, such as \"http://localhost:11434/v1/embeddings\"",
-                )?)
+                )?);
             }
             "embed_remote_model" => self.embed_remote_model = Some(text(value, A_TEXT)?),
             "embed_query_prefix" => self.embed_query_prefix = Some(text(value, A_TEXT)?),

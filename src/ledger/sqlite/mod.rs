@@ -1483,7 +1483,7 @@ mod tests {
         assert!(panicked.is_err());
         // The connection is out of the transaction: another snapshot begins.
         ledger
-            .read_snapshot(|ledger| ledger.generation())
+            .read_snapshot(super::Ledger::generation)
             .expect("a second snapshot");
     }
 }

@@ -59,7 +59,10 @@ impl LedgerPool {
     /// An idle connection, a new one while fewer than `max` are open, or the next one handed
     /// back.
     pub fn get(&self) -> Result<PooledLedger<'_>> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         loop {
             if let Some(ledger) = state.idle.pop() {
                 if ledger.still_safe() {
@@ -77,13 +80,19 @@ impl LedgerPool {
                 return match Ledger::open(&self.path, Access::ReadOnly) {
                     Ok(ledger) => Ok(self.lend(ledger)),
                     Err(err) => {
-                        self.state.lock().unwrap_or_else(|e| e.into_inner()).open -= 1;
+                        self.state
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .open -= 1;
                         self.returned.notify_one();
                         Err(err)
                     }
                 };
             }
-            state = self.returned.wait(state).unwrap_or_else(|e| e.into_inner());
+            state = self
+                .returned
+                .wait(state)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
     }
 
@@ -108,7 +117,11 @@ impl Deref for PooledLedger<'_> {
 impl Drop for PooledLedger<'_> {
     fn drop(&mut self) {
         if let Some(ledger) = self.ledger.take() {
-            let mut state = self.pool.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut state = self
+                .pool
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             state.idle.push(ledger);
             drop(state);
             self.pool.returned.notify_one();

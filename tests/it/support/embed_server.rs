@@ -158,7 +158,10 @@ impl EmbedServer {
 
     /// Serves `vectors` from the next request on, under the same model name.
     pub fn switch(&self, vectors: Vectors) {
-        *self.vectors.lock().unwrap_or_else(|e| e.into_inner()) = vectors;
+        *self
+            .vectors
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = vectors;
     }
 
     /// Passages given to the model so far.
@@ -242,10 +245,13 @@ fn serve(
             inputs.fetch_add(batch.len() as u64, Ordering::SeqCst);
             texts
                 .lock()
-                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .extend(batch.iter().cloned());
             let first = inputs.load(Ordering::SeqCst) == batch.len() as u64;
-            let vectors = vectors.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let vectors = vectors
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
             let made: Vec<Vec<f32>> = match &vectors {
                 Vectors::Words => batch.iter().map(|t| word_vector(t)).collect(),
                 Vectors::WordsUpdated => batch

@@ -8,7 +8,7 @@
 //! `postgres`) decodes the host and takes one that starts with `/` for a unix socket folder.
 //! The helpers here are blocking (`postgres::Client` runs its own Tokio runtime): call them from
 //! synchronous tests, never on a thread inside a Tokio runtime.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test uses some of these helpers")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

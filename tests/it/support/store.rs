@@ -61,7 +61,7 @@ pub fn tree_bytes(dir: &Path) -> u64 {
         .into_iter()
         .filter_map(Result::ok)
         .filter_map(|entry| entry.metadata().ok())
-        .filter(|meta| meta.is_file())
+        .filter(std::fs::Metadata::is_file)
         .map(|meta| meta.len())
         .sum()
 }
