@@ -38,7 +38,7 @@ pub struct StatusReport {
     pub semantic: crate::search::SemanticStatus,
 }
 
-/// The shared ledger a replica's store mirrors (`status --ledger`).
+/// The shared ledger a replica's store copies (`status --ledger`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SharedStatus {
     /// The URL without its password, and the schema.
@@ -46,7 +46,7 @@ pub struct SharedStatus {
     pub generation: u64,
     pub log_seq: u64,
     pub log_floor_seq: u64,
-    /// This store's position in the shared log (`null`: not a mirror yet).
+    /// This store's position in the shared log (`null`: not a replica yet).
     pub replica_log_seq: Option<u64>,
     pub counts: crate::ledger::postgres::SharedCounts,
     pub writer: crate::ledger::postgres::LeaseInfo,

@@ -50,25 +50,25 @@ pub struct VerifyReport {
     pub vectors: Option<VectorCheck>,
 }
 
-/// A replica's mirror compared with the shared ledger it mirrors (`verify --ledger`).
+/// A replica compared with the shared ledger it copies (`verify --ledger`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ReplicaCheck {
-    /// The shared ledger's generation and log position, read after the mirror's.
+    /// The shared ledger's generation and log position, read after the replica's.
     pub ledger_generation: u64,
     pub ledger_log_seq: u64,
-    /// The mirror's position in the shared log.
+    /// The replica's position in the shared log.
     pub replica_log_seq: u64,
-    /// In the shared ledger, not in the mirror.
+    /// In the shared ledger, not in the replica.
     pub missing_from_replica: Vec<String>,
-    /// In the mirror, not in the shared ledger.
+    /// In the replica, not in the shared ledger.
     pub extra_in_replica: Vec<String>,
-    /// The mirror is behind and the shared log since its position names every difference: the
+    /// The replica is behind and the shared log since its position names every difference: the
     /// next sync heals it.
     pub lag_only: bool,
     pub identical: bool,
 }
 
-/// Compares the mirror of `reader`'s store with the shared ledger: the mirror's chunk IDs
+/// Compares the replica of `reader`'s store with the shared ledger: the replica's chunk IDs
 /// first (one read transaction), then the shared ledger's (one snapshot, read second so it can
 /// only be ahead), so a concurrent publish reads as a lag.
 pub fn verify_replica(
@@ -76,28 +76,28 @@ pub fn verify_replica(
     shared: &crate::ledger::postgres::PgLedger,
 ) -> Result<ReplicaCheck> {
     let ledger = reader.ledger()?;
-    let (mirror_ids, state) =
+    let (replica_ids, state) =
         ledger.read_snapshot(|ledger| Ok((ledger.chunk_ids()?, ledger.replica_state()?)))?;
     let Some(state) = state else {
         return Err(crate::error::Error::Usage(format!(
-            "the store at {} is not a mirror of a shared ledger\nhint: leave --ledger out to verify it alone, or `groundidx --ledger … sync` into a new --store",
+            "the store at {} is not a replica of a shared ledger\nhint: leave --ledger out to verify it alone, or `groundidx --ledger … sync` into a new --store",
             reader.paths().dir.display()
         )));
     };
     let (shared_ids, changed, meta) = shared.chunk_ids_since(state.log_seq)?;
     if meta.ledger_id != state.ledger_id {
         return Err(crate::error::Error::Usage(format!(
-            "the store at {} mirrors another shared ledger ({}), not {}\nhint: its next sync makes it again from this one",
+            "the store at {} copies another shared ledger ({}), not {}\nhint: its next sync makes it again from this one",
             reader.paths().dir.display(),
             state.ledger_id,
             shared.describe()
         )));
     }
-    let mirror: HashSet<ChunkId> = mirror_ids.into_iter().collect();
+    let replica: HashSet<ChunkId> = replica_ids.into_iter().collect();
     let theirs: HashSet<ChunkId> = shared_ids.into_iter().collect();
     let changed: HashSet<ChunkId> = changed.into_iter().collect();
-    let mut missing: Vec<ChunkId> = theirs.difference(&mirror).copied().collect();
-    let mut extra: Vec<ChunkId> = mirror.difference(&theirs).copied().collect();
+    let mut missing: Vec<ChunkId> = theirs.difference(&replica).copied().collect();
+    let mut extra: Vec<ChunkId> = replica.difference(&theirs).copied().collect();
     missing.sort();
     extra.sort();
     let identical = missing.is_empty() && extra.is_empty();

@@ -971,7 +971,7 @@ pub fn gc_vectors(store_dir: &Path) -> Result<crate::ledger::VectorGc> {
     let mut ledger = Ledger::open(&paths.ledger(), Access::ReadWrite)?;
     if ledger.replica_state()?.is_some() {
         return Err(Error::Usage(format!(
-            "the store at {} is a mirror of a shared ledger; gc without it would remove rows the shared ledger still holds\nhint: pass the same --ledger postgres://… (gc then collects the shared ledger, and every mirror follows at its next sync)",
+            "the store at {} is a replica of a shared ledger; gc without it would remove rows the shared ledger still holds\nhint: pass the same --ledger postgres://… (gc then collects the shared ledger, and every replica follows at its next sync)",
             store_dir.display()
         )));
     }

@@ -140,7 +140,7 @@ impl CallLedger for LocalCalls {
     fn prune_keys(&self, now_ms: i64) -> Result<u64> {
         if self.reads.get()?.replica_state()?.is_some() {
             return Err(Error::Usage(format!(
-                "the store at {} is a mirror of a shared ledger; gc without it would remove rows the shared ledger still holds\nhint: pass the same --ledger postgres://… (gc then collects the shared ledger, and every mirror follows at its next sync)",
+                "the store at {} is a replica of a shared ledger; gc without it would remove rows the shared ledger still holds\nhint: pass the same --ledger postgres://… (gc then collects the shared ledger, and every replica follows at its next sync)",
                 self.dir.display()
             )));
         }

@@ -94,7 +94,7 @@ pub struct Cli {
 
     /// A shared ledger in PostgreSQL (postgres://user@host/db): several hosts then share one
     /// corpus, one set of idempotency keys, one audit log and one rate limit, and every host's
-    /// --store is a mirror of it [default: `ledger` in groundidx.toml; none: the store's own
+    /// --store is a replica of it [default: `ledger` in groundidx.toml; none: the store's own
     /// SQLite ledger]
     #[arg(
         long,
@@ -181,7 +181,7 @@ pub enum Command {
     /// rate-limit windows that ended over a day ago; its change log up to the slowest replica (a
     /// replica silent for --log-retention no longer holds it back, and copies a whole snapshot
     /// when it is back); and the vectors of replaced models, under the writer lease (--wait),
-    /// which every mirror drops at its next sync. A mirror's store is refused without its
+    /// which every replica drops at its next sync. A replica's store is refused without its
     /// --ledger.
     ///
     /// Kept: every document, chunk and index entry, the keys still within their TTL, the active
@@ -197,7 +197,7 @@ pub enum Command {
     Config(config::Args),
     /// Create the ledger's schema or upgrade it to this version (the store's, or --ledger's)
     Migrate(migrate::Args),
-    /// Bring this host's mirror of the shared ledger (--ledger) and its index up to date
+    /// Bring this host's replica of the shared ledger (--ledger) and its index up to date
     Sync(sync::Args),
     /// Read one file on stdin in a child process with limits (started by ingest, not by hand)
     #[command(hide = true)]

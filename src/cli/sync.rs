@@ -6,14 +6,14 @@ use groundidx::store::{OtherLedger, StoreConfig, sync_replica};
 use crate::cli::output;
 use crate::cli::{Cli, ExitCode, WaitArgs};
 
-/// Bring this host's mirror of the shared ledger (--ledger) and its index up to date.
+/// Bring this host's replica of the shared ledger (--ledger) and its index up to date.
 ///
-/// Copies what other hosts published since the mirror's position (or a whole snapshot for a new
+/// Copies what other hosts published since the replica's position (or a whole snapshot for a new
 /// store, or one the shared log no longer reaches), applies it to the index, and records the
 /// host's position in the shared ledger. `serve` and `mcp` do this every second by themselves.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Make the store a mirror of --ledger even if it mirrors another shared ledger: its
+    /// Make the store a replica of --ledger even if it copies another shared ledger: its
     /// content is replaced by a copy of this one (without it, such a store is refused)
     #[arg(long)]
     pub rebind: bool,
@@ -46,10 +46,10 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
             "replica at generation {} (shared log position {}, {})",
             report.generation,
             report.log_seq,
-            match report.mirror {
-                groundidx::store::MirrorSync::InStep => "already in step",
-                groundidx::store::MirrorSync::Pulled => "changes copied",
-                groundidx::store::MirrorSync::Bootstrapped => "copied whole",
+            match report.replica {
+                groundidx::store::ReplicaSync::InStep => "already in step",
+                groundidx::store::ReplicaSync::Pulled => "changes copied",
+                groundidx::store::ReplicaSync::Bootstrapped => "copied whole",
             }
         ))?;
     }

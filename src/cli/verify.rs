@@ -14,7 +14,7 @@ use crate::cli::{Cli, ExitCode};
 /// ID is named; chunks an older groundidx made (IDs of whitespace-folded text) are counted, and
 /// the next ingest of their folders chunks them again. A lag that the next writer's replay heals is
 /// reported apart from a real difference. Takes no lock and writes nothing. With --ledger, the
-/// store's mirror is also compared with the shared ledger (a lag the next sync heals is told
+/// store's replica is also compared with the shared ledger (a lag the next sync heals is told
 /// apart there too).
 #[derive(Debug, clap::Args)]
 pub struct Args {}

@@ -85,7 +85,7 @@ pub struct UsageRow {
     pub units: u64,
 }
 
-/// A call answered while the shared ledger could not be reached, as this host's mirror spooled
+/// A call answered while the shared ledger could not be reached, as this host's replica spooled
 /// it: its audit row and usage unit, to forward.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SpooledCall {

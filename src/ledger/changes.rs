@@ -1,8 +1,8 @@
 //! Change sets: the rows one batch (or one range of the shared ledger's log) changed, copied by
 //! key between the local SQLite ledger and the shared PostgreSQL ledger, and their SQLite side.
 //!
-//! With a shared ledger every host's store is a mirror of it. A writer applies a batch to its
-//! mirror as on a store of its own (`apply_batch`), collects the rows the batch changed into a
+//! With a shared ledger every host's store is a replica of it. A writer applies a batch to its
+//! replica as on a store of its own (`apply_batch`), collects the rows the batch changed into a
 //! `ChangeSet` inside the same transaction, and publishes it to the shared ledger before that
 //! transaction commits; a host that did not write pulls the same kind of change set from the
 //! shared ledger's log (`apply_changes`). Both sides apply a change set by the same rules:
@@ -117,7 +117,7 @@ pub struct VectorRow {
     pub vector: Vec<u8>,
 }
 
-/// The embeddings a mirror copies: every model's row, and the vectors of the pages after its
+/// The embeddings a replica copies: every model's row, and the vectors of the pages after its
 /// position (all of them in a snapshot). Vectors are insert-only, so copying one twice is
 /// harmless.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -126,21 +126,21 @@ pub struct VectorChanges {
     pub vectors: Vec<VectorRow>,
 }
 
-/// Where a mirror last found its shared ledger, for the message that refuses another one:
+/// Where a replica last found its shared ledger, for the message that refuses another one:
 /// the URL without its password, and the schema.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct MirrorBinding {
+pub(crate) struct ReplicaBinding {
     pub url: String,
     pub schema: String,
 }
 
-/// Which shared ledger a mirror copies, and how far.
+/// Which shared ledger a replica copies, and how far.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaState {
     pub ledger_id: String,
-    /// The last position of the shared ledger's log the mirror holds.
+    /// The last position of the shared ledger's log the replica holds.
     pub log_seq: u64,
-    /// The last page of vectors of the shared ledger the mirror holds (its `vector_seq`).
+    /// The last page of vectors of the shared ledger the replica holds (its `vector_seq`).
     pub vector_seq: u64,
     /// The shared ledger's token of `log_seq`.
     pub log_token: String,

@@ -29,7 +29,7 @@ pub(crate) use calls::{
 };
 pub use changes::{ChangeSet, RunRow};
 pub(crate) use changes::{
-    ChunkRow, DocChunkRow, DocumentRow, LogRow, MirrorBinding, ModelRecord, ReplicaState,
+    ChunkRow, DocChunkRow, DocumentRow, LogRow, ModelRecord, ReplicaBinding, ReplicaState,
     SourceRow, VectorChanges, VectorRow,
 };
 pub use documents::path_glob;
@@ -40,7 +40,7 @@ pub(crate) use sqlite::on_read_only_mount;
 pub(crate) use sqlite::pool::{LedgerPool, PooledLedger, READ_CONNECTIONS};
 pub use sqlite::schema::SCHEMA_VERSION;
 
-/// What a mirror's batch calls to publish its change set to the shared ledger, before it
+/// What a replica's batch calls to publish its change set to the shared ledger, before it
 /// commits; it returns the shared log position the change set took.
 pub(crate) type Publish<'a> = dyn FnMut(&ChangeSet) -> Result<ReplicaState> + 'a;
 

@@ -55,7 +55,7 @@ const SYNC_EVERY: Duration = Duration::from_secs(1);
 #[derive(Clone, Debug)]
 pub struct SharedServing {
     pub ledger: PgLedger,
-    /// How the replica's index is built from its mirror.
+    /// How the replica's index is built from its replica.
     pub store: StoreConfig,
 }
 
@@ -66,7 +66,7 @@ fn open_agent(
     shared: Option<&SharedServing>,
 ) -> Result<Agent> {
     let Some(shared) = shared else {
-        // A mirror served alone would record keyed calls where no other host sees them.
+        // A replica served alone would record keyed calls where no other host sees them.
         let ledger = crate::store::StorePaths::new(store_dir).ledger();
         if ledger.exists()
             && crate::ledger::Ledger::open(&ledger, crate::ledger::Access::ReadOnly)?
@@ -74,7 +74,7 @@ fn open_agent(
                 .is_some()
         {
             return Err(Error::Usage(format!(
-                "the store at {} is a mirror of a shared ledger; serving it without that ledger would record calls no other host sees\nhint: pass the same --ledger postgres://…",
+                "the store at {} is a replica of a shared ledger; serving it without that ledger would record calls no other host sees\nhint: pass the same --ledger postgres://…",
                 store_dir.display()
             )));
         }

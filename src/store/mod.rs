@@ -44,7 +44,7 @@ use crate::vectors::{self, Marker, VectorSet};
 pub use lock::{LockWait, WriterLock};
 pub(crate) use publisher::{Lease, hostname};
 pub use replica::SyncReport;
-pub use replica::{MirrorSync, OtherLedger, SharedWriting, gc_shared_vectors, sync_replica};
+pub use replica::{OtherLedger, ReplicaSync, SharedWriting, gc_shared_vectors, sync_replica};
 
 use publisher::Publisher;
 
@@ -109,7 +109,7 @@ pub struct StoreConfig {
 enum Then {
     CatchUp,
     Rebuild,
-    /// Neither: a mirror is brought to the shared ledger first.
+    /// Neither: a replica is brought to the shared ledger first.
     Nothing,
 }
 
@@ -448,7 +448,7 @@ impl Store {
             .publisher
             .report_progress(&self.ledger, &self.paths.dir)
         {
-            tracing::warn!(error = %err, "could not record this mirror's position in the shared ledger");
+            tracing::warn!(error = %err, "could not record this replica's position in the shared ledger");
         }
         std::mem::replace(&mut self.publisher, Publisher::Own).close();
         Ok(())

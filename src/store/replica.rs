@@ -22,15 +22,15 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::ids::Generation;
 use crate::ledger::postgres::{PgLedger, Pulled};
-use crate::ledger::{Ledger, MirrorBinding};
+use crate::ledger::{Ledger, ReplicaBinding};
 use crate::store::publisher::{Lease, Publisher, hostname};
 use crate::store::{CatchUp, LockWait, Store, StoreConfig, Then};
 
-/// What bringing a mirror to the shared ledger did.
+/// What bringing a replica to the shared ledger did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum MirrorSync {
-    /// The mirror was at the shared ledger's position.
+pub enum ReplicaSync {
+    /// The replica was at the shared ledger's position.
     InStep,
     /// The changes after its position were applied.
     Pulled,
@@ -38,23 +38,25 @@ pub enum MirrorSync {
     Bootstrapped,
 }
 
-/// What bringing a mirror to the shared ledger does when the mirror copies another one.
+/// What bringing a replica to the shared ledger does when the replica copies another one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OtherLedger {
-    /// Refuses, leaving the mirror as it is: a mistyped `--ledger-schema` names a new, empty
+    /// Refuses, leaving the replica as it is: a mistyped `--ledger-schema` names a new, empty
     /// ledger, and copying it would empty the replica.
     Refuse,
-    /// Makes the store a mirror of the given ledger, its content replaced by a copy of it.
+    /// Makes the store a replica of the given ledger, its content replaced by a copy of it.
     Rebind,
 }
 
 /// What one sync step of a replica did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SyncReport {
-    pub mirror: MirrorSync,
+    /// What the replica's sync did (`mirror` in JSON, as it has always been named there).
+    #[serde(rename = "mirror")]
+    pub replica: ReplicaSync,
     /// The shared ledger's generation the replica's index now holds.
     pub generation: u64,
-    /// The shared log position the mirror holds.
+    /// The shared log position the replica holds.
     pub log_seq: u64,
 }
 
@@ -82,7 +84,7 @@ impl Store {
                 .map_err(|err| err.in_store(dir))?;
             if opened.0.publisher.is_replica() {
                 return Err(Error::Usage(format!(
-                    "the store at {} is a mirror of a shared ledger; writing it without the shared ledger would make the mirror disagree with it\nhint: pass the same --ledger postgres://… (or use a store of its own)",
+                    "the store at {} is a replica of a shared ledger; writing it without the shared ledger would make the replica disagree with it\nhint: pass the same --ledger postgres://… (or use a store of its own)",
                     dir.display()
                 )));
             }
@@ -90,15 +92,15 @@ impl Store {
         };
         let (mut store, _) =
             Store::open_at(dir, wait, Then::Nothing, config).map_err(|err| err.in_store(dir))?;
-        require_mirror(&store.ledger, dir, &shared.ledger)?;
+        require_replica(&store.ledger, dir, &shared.ledger)?;
         let lease = Lease::take(&shared.ledger, wait, shared.lease_ttl)?;
-        let synced = sync_mirror(&mut store, &shared.ledger, OtherLedger::Refuse)?;
+        let synced = pull_into_replica(&mut store, &shared.ledger, OtherLedger::Refuse)?;
         store.publisher = Publisher::Shared {
             ledger: shared.ledger.clone(),
             lease,
         };
         let caught_up = match synced {
-            MirrorSync::Bootstrapped => {
+            ReplicaSync::Bootstrapped => {
                 let from = store.index_generation;
                 let to = store.rebuild()?;
                 CatchUp::Rebuilt { from, to }
@@ -129,11 +131,11 @@ impl Store {
     }
 }
 
-/// Refuses a store that holds a ledger of its own (it would be overwritten by the mirror).
-fn require_mirror(ledger: &Ledger, dir: &Path, shared: &PgLedger) -> Result<()> {
+/// Refuses a store that holds a ledger of its own (it would be overwritten by the replica).
+fn require_replica(ledger: &Ledger, dir: &Path, shared: &PgLedger) -> Result<()> {
     if ledger.replica_state()?.is_none() && !ledger.is_empty()? {
         return Err(Error::Usage(format!(
-            "the store at {} holds a ledger of its own, not a mirror of {}; it is left untouched\nhint: pass a --store folder for the shared ledger's mirror (a new one is fine)",
+            "the store at {} holds a ledger of its own, not a replica of {}; it is left untouched\nhint: pass a --store folder for the shared ledger's replica (a new one is fine)",
             dir.display(),
             shared.describe()
         )));
@@ -141,40 +143,44 @@ fn require_mirror(ledger: &Ledger, dir: &Path, shared: &PgLedger) -> Result<()> 
     Ok(())
 }
 
-/// Brings the store's mirror to the shared ledger's position: the changes after its own, or a
-/// snapshot. A mirror of another shared ledger is refused unless `other` says to rebind. The
+/// Brings the store's replica to the shared ledger's position: the changes after its own, or a
+/// snapshot. A replica of another shared ledger is refused unless `other` says to rebind. The
 /// index is not touched here.
-fn sync_mirror(store: &mut Store, shared: &PgLedger, other: OtherLedger) -> Result<MirrorSync> {
-    let mirror = store.ledger.replica_state()?;
-    let pulled = shared.pull(mirror.as_ref())?;
-    if let (Some(mirror), Pulled::Behind(meta)) = (&mirror, &pulled)
-        && mirror.ledger_id != meta.ledger_id
+fn pull_into_replica(
+    store: &mut Store,
+    shared: &PgLedger,
+    other: OtherLedger,
+) -> Result<ReplicaSync> {
+    let replica = store.ledger.replica_state()?;
+    let pulled = shared.pull(replica.as_ref())?;
+    if let (Some(replica), Pulled::Behind(meta)) = (&replica, &pulled)
+        && replica.ledger_id != meta.ledger_id
         && other == OtherLedger::Refuse
     {
-        return Err(another_ledger(store, shared, &mirror.ledger_id)?);
+        return Err(another_ledger(store, shared, &replica.ledger_id)?);
     }
     let synced = apply_pulled(store, shared, pulled)?;
-    let binding = MirrorBinding {
+    let binding = ReplicaBinding {
         url: shared.shown_url().to_string(),
         schema: shared.schema().to_string(),
     };
-    if store.ledger.mirror_binding()?.as_ref() != Some(&binding) {
-        store.ledger.set_mirror_binding(&binding)?;
+    if store.ledger.replica_binding()?.as_ref() != Some(&binding) {
+        store.ledger.set_replica_binding(&binding)?;
     }
     Ok(synced)
 }
 
-/// The refusal of a mirror of another shared ledger, naming both.
-fn another_ledger(store: &Store, shared: &PgLedger, mirrored_id: &str) -> Result<Error> {
-    let mirrored = match store.ledger.mirror_binding()? {
+/// The refusal of a replica of another shared ledger, naming both.
+fn another_ledger(store: &Store, shared: &PgLedger, copied_id: &str) -> Result<Error> {
+    let copied = match store.ledger.replica_binding()? {
         Some(binding) => format!(
-            "{} (schema {}, ledger {mirrored_id})",
+            "{} (schema {}, ledger {copied_id})",
             binding.url, binding.schema
         ),
-        None => format!("ledger {mirrored_id}"),
+        None => format!("ledger {copied_id}"),
     };
     Ok(Error::Usage(format!(
-        "the store at {} is a mirror of another shared ledger, {mirrored}, not of {}; it is left untouched\nhint: check --ledger and --ledger-schema; to make the store a mirror of {} instead (its content replaced by a copy of that ledger), run `groundidx --ledger … --ledger-schema {} sync --rebind`",
+        "the store at {} is a replica of another shared ledger, {copied}, not of {}; it is left untouched\nhint: check --ledger and --ledger-schema; to make the store a replica of {} instead (its content replaced by a copy of that ledger), run `groundidx --ledger … --ledger-schema {} sync --rebind`",
         store.paths.dir.display(),
         shared.describe(),
         shared.describe(),
@@ -182,10 +188,10 @@ fn another_ledger(store: &Store, shared: &PgLedger, mirrored_id: &str) -> Result
     )))
 }
 
-/// Applies what `pull` found: nothing, the changes after the mirror's position, or a snapshot.
-fn apply_pulled(store: &mut Store, shared: &PgLedger, pulled: Pulled) -> Result<MirrorSync> {
+/// Applies what `pull` found: nothing, the changes after the replica's position, or a snapshot.
+fn apply_pulled(store: &mut Store, shared: &PgLedger, pulled: Pulled) -> Result<ReplicaSync> {
     match pulled {
-        Pulled::UpToDate(_) => Ok(MirrorSync::InStep),
+        Pulled::UpToDate(_) => Ok(ReplicaSync::InStep),
         Pulled::Changes {
             changes,
             vectors,
@@ -196,8 +202,8 @@ fn apply_pulled(store: &mut Store, shared: &PgLedger, pulled: Pulled) -> Result<
             store
                 .ledger
                 .apply_changes(&changes, &vectors, &state, last_run.as_ref())?;
-            crate::crash::crash_point("replica.after_mirror_commit");
-            Ok(MirrorSync::Pulled)
+            crate::crash::crash_point("replica.after_commit");
+            Ok(ReplicaSync::Pulled)
         }
         Pulled::Behind(_) => {
             let (snapshot, vectors, state, last_run) = shared.snapshot()?;
@@ -205,13 +211,13 @@ fn apply_pulled(store: &mut Store, shared: &PgLedger, pulled: Pulled) -> Result<
                 .ledger
                 .replace_with(&snapshot, &vectors, &state, last_run.as_ref())?;
             crate::crash::crash_point("bootstrap.after_commit");
-            Ok(MirrorSync::Bootstrapped)
+            Ok(ReplicaSync::Bootstrapped)
         }
     }
 }
 
-/// One sync step of a host's replica at `dir`: the mirror to the shared ledger, the index to
-/// the mirror, committed, and the host's progress recorded in the shared ledger.
+/// One sync step of a host's replica at `dir`: the replica to the shared ledger, the index to
+/// the replica, committed, and the host's progress recorded in the shared ledger.
 pub fn sync_replica(
     dir: &Path,
     wait: LockWait,
@@ -221,10 +227,10 @@ pub fn sync_replica(
 ) -> Result<SyncReport> {
     let (mut store, _) =
         Store::open_at(dir, wait, Then::Nothing, config).map_err(|err| err.in_store(dir))?;
-    require_mirror(&store.ledger, dir, shared)?;
-    let synced = sync_mirror(&mut store, shared, other)?;
+    require_replica(&store.ledger, dir, shared)?;
+    let synced = pull_into_replica(&mut store, shared, other)?;
     match synced {
-        MirrorSync::Bootstrapped => {
+        ReplicaSync::Bootstrapped => {
             store.rebuild()?;
         }
         _ => {
@@ -235,7 +241,7 @@ pub fn sync_replica(
     let state = store
         .ledger
         .replica_state()?
-        .ok_or_else(|| Error::Inconsistent("a synced mirror has no replica state".into()))?;
+        .ok_or_else(|| Error::Inconsistent("a synced replica has no replica state".into()))?;
     let generation: Generation = store.ledger.generation()?;
     forward_spool(&mut store.ledger, shared)?;
     store.close()?;
@@ -248,7 +254,7 @@ pub fn sync_replica(
         generation,
     )?;
     Ok(SyncReport {
-        mirror: synced,
+        replica: synced,
         generation: generation.0,
         log_seq: state.log_seq,
     })
@@ -256,7 +262,7 @@ pub fn sync_replica(
 
 /// Removes the vectors of the embedding models search used before the active one from the
 /// shared ledger, under the writer lease (taken as `wait` says): no writer embeds, activates a
-/// model or publishes vectors meanwhile. Every mirror follows at its next sync. Returns how many
+/// model or publishes vectors meanwhile. Every replica follows at its next sync. Returns how many
 /// vectors went.
 pub fn gc_shared_vectors(shared: &PgLedger, wait: LockWait, lease_ttl: Duration) -> Result<u64> {
     let lease = Lease::take(shared, wait, lease_ttl)?;
@@ -268,16 +274,16 @@ pub fn gc_shared_vectors(shared: &PgLedger, wait: LockWait, lease_ttl: Duration)
 /// Forwards the calls this host answered while the shared ledger was away, then removes them
 /// from the spool. A kill between the two forwards them again, and their `(scope, key)` keeps
 /// one row each.
-fn forward_spool(mirror: &mut Ledger, shared: &PgLedger) -> Result<()> {
+fn forward_spool(replica: &mut Ledger, shared: &PgLedger) -> Result<()> {
     let served_by = format!("{}/spool", hostname());
     loop {
-        let calls = mirror.spooled_calls(1_000)?;
+        let calls = replica.spooled_calls(1_000)?;
         if calls.is_empty() {
             return Ok(());
         }
         shared.forward_calls(&calls, &served_by)?;
         crate::crash::crash_point("spool.after_forward");
-        mirror.remove_spooled(&calls)?;
+        replica.remove_spooled(&calls)?;
         tracing::info!(
             calls = calls.len(),
             "forwarded calls answered while the shared ledger was away"

@@ -17,14 +17,14 @@ use crate::support::pg::{Host, SharedFixture, TestSchema, client, count};
 use crate::support::{BIN, Env, assert_success, index_files, isolate, wait_paused};
 
 /// Crash points on the shared ledger's paths: a writer's (lease, publish) and a replica's
-/// (fetch, mirror, bootstrap, progress).
+/// (fetch, replica, bootstrap, progress).
 pub const SHARED_POINTS: &[&str] = &[
     "lease.after_take",
     "shared.before_commit",
     "lease.before_release",
     "replica.after_fetch",
-    "replica.before_mirror_commit",
-    "replica.after_mirror_commit",
+    "replica.before_commit",
+    "replica.after_commit",
     "replica.before_progress",
     "bootstrap.before_commit",
     "bootstrap.after_commit",
@@ -59,7 +59,7 @@ fn replicas_converge_after_a_writer_chunks_an_older_shared_ledger_again() {
     f.write("rotation.md", &format!("# Rotation\n\n{indented}\n"));
     f.write("other.md", "# Other\n\nA page that does not change.\n");
     let [writer, replica] = f.ingested(["writer", "replica"]);
-    // The older groundidx's rows, in the shared ledger and in its writer's mirror.
+    // The older groundidx's rows, in the shared ledger and in its writer's replica.
     crate::served_text::make_ledger_older(
         &writer.store.join("ledger.sqlite"),
         indented,
@@ -133,7 +133,7 @@ UPDATE documents SET n_chunks = 0
 UPDATE documents SET recipe_version = 0;
 ";
 
-/// A shared ledger and a writer's mirror that an older chunking recipe made: the writer's next
+/// A shared ledger and a writer's replica that an older chunking recipe made: the writer's next
 /// ingest reads its files past the stat cache, chunks them again and publishes them with its
 /// recipe's version, and every replica, one made from the older state included, converges to
 /// a clean ingest.
@@ -145,14 +145,13 @@ fn a_writer_chunks_again_what_an_older_recipe_published() {
     f.write("dlq.md", "# Dead letter queues\n");
     f.write("other.md", "# Other\n\nA page that does not change.\n");
     let [writer, replica] = f.ingested(["writer", "replica"]);
-    let mirror = rusqlite::Connection::open(writer.store.join("ledger.sqlite")).expect("open");
+    let own = rusqlite::Connection::open(writer.store.join("ledger.sqlite")).expect("open");
     // Stats recorded an hour after the files were written: the stat cache vouches for both.
-    mirror
-        .execute_batch(&format!(
-            "{OLDER_RECIPE} UPDATE sources SET recorded_ns = recorded_ns + 3600000000000;"
-        ))
-        .expect("make the mirror older");
-    drop(mirror);
+    own.execute_batch(&format!(
+        "{OLDER_RECIPE} UPDATE sources SET recorded_ns = recorded_ns + 3600000000000;"
+    ))
+    .expect("make the writer's replica older");
+    drop(own);
     client(&f.schema.url)
         .batch_execute(&format!(
             "SET search_path TO \"{}\"; {OLDER_RECIPE}",
@@ -183,7 +182,7 @@ fn a_writer_chunks_again_what_an_older_recipe_published() {
     );
     replica.sync();
     f.assert_all_equal_clean(&[&writer, &replica]);
-    let mirrored: i64 = rusqlite::Connection::open(replica.store.join("ledger.sqlite"))
+    let copied: i64 = rusqlite::Connection::open(replica.store.join("ledger.sqlite"))
         .expect("open")
         .query_row(
             "SELECT count(*) FROM documents WHERE recipe_version = ?1",
@@ -191,7 +190,7 @@ fn a_writer_chunks_again_what_an_older_recipe_published() {
             |row| row.get(0),
         )
         .expect("count");
-    assert_eq!(mirrored, 2, "the replica copies the recipe");
+    assert_eq!(copied, 2, "the replica copies the recipe");
     let again = writer.ingest(&f.env.docs);
     assert_eq!(again["documents"]["rechunked"], 0, "{again}");
 }
@@ -349,7 +348,7 @@ fn every_replica_holds_what_a_clean_ingest_holds() {
         let answer = host.json(&["search", "rotate the signing key", "--json"]);
         assert_eq!(answer["generation"].as_i64(), Some(generation), "{answer}");
     }
-    // A store of its own is never turned into a mirror, and a mirror never ingests alone.
+    // A store of its own is never turned into a replica, and a replica never ingests alone.
     let own = Env::sample();
     own.ingest();
     let foreign_store = Host {
@@ -368,7 +367,7 @@ fn every_replica_holds_what_a_clean_ingest_holds() {
         .output()
         .expect("run");
     assert_eq!(alone.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&alone.stderr).contains("mirror of a shared ledger"));
+    assert!(String::from_utf8_lossy(&alone.stderr).contains("replica of a shared ledger"));
 }
 
 /// Runs `host ARGS` with `point` armed and asserts it died there.
@@ -438,7 +437,7 @@ fn a_writer_killed_mid_batch_on_one_host_is_healed_by_another() {
     };
     let [a, b] = f.ingested(["a", "b"]);
     edit(&f.env);
-    // Host A publishes its first batch and is killed before its mirror commits it.
+    // Host A publishes its first batch and is killed before its replica commits it.
     let pauses = f.env.tmp.path().join("pauses");
     std::fs::create_dir_all(&pauses).expect("pause folder");
     let docs = f.env.docs.to_str().expect("utf-8");
@@ -472,7 +471,7 @@ fn a_writer_killed_mid_batch_on_one_host_is_healed_by_another() {
         .expect("lease")
         .get(0);
     assert!(epoch_after > epoch_before);
-    // Host A's mirror lacks its own last batch; its next sync brings it.
+    // Host A's replica lacks its own last batch; its next sync brings it.
     a.sync();
     f.assert_all_equal_clean(&[&a, &b]);
 }
@@ -790,7 +789,7 @@ fn a_spooled_call_forwarded_twice_is_recorded_once() {
     );
     assert_eq!(count(&cluster.url, "groundidx", "usage_events"), 1);
     let spool: i64 = rusqlite::Connection::open(host.store.join("ledger.sqlite"))
-        .expect("open the mirror")
+        .expect("open the replica")
         .query_row("SELECT count(*) FROM audit_events", [], |row| row.get(0))
         .expect("count the spool");
     assert_eq!(spool, 0, "the spool is empty once forwarded");
@@ -1294,7 +1293,7 @@ fn hostile_metadata_and_settings_are_refused_or_survive_the_shared_ledger() {
     );
     let [host] = f.ingested(["a"]);
     f.assert_all_equal_clean(&[&host]);
-    // A mirror is never served without its shared ledger.
+    // A replica is never served without its shared ledger.
     let mut alone = Command::new(BIN);
     isolate(&mut alone);
     let alone = alone
@@ -1304,7 +1303,7 @@ fn hostile_metadata_and_settings_are_refused_or_survive_the_shared_ledger() {
         .output()
         .expect("run");
     assert_eq!(alone.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&alone.stderr).contains("mirror of a shared ledger"));
+    assert!(String::from_utf8_lossy(&alone.stderr).contains("replica of a shared ledger"));
     // A database that does not exist is a usage error, not a retry.
     let missing = f.schema.url.replace("/groundidx_test", "/no_such_database");
     let mut wrong = Command::new(BIN);
@@ -1365,10 +1364,10 @@ fn a_mirror_of_a_ledger_restored_from_a_backup_starts_over() {
     let Some(f) = SharedFixture::sample("restored") else {
         return;
     };
-    let [writer, mirror] = f.ingested(["writer", "mirror"]);
-    assert_eq!(mirror.sync()["mirror"], "bootstrapped");
-    assert_eq!(mirror.sync()["mirror"], "in_step");
-    // What a restore followed by other writes looks like to a mirror: its position now holds
+    let [writer, replica] = f.ingested(["writer", "replica"]);
+    assert_eq!(replica.sync()["mirror"], "bootstrapped");
+    assert_eq!(replica.sync()["mirror"], "in_step");
+    // What a restore followed by other writes looks like to a replica: its position now holds
     // another batch (another token), though the ledger and the position are the same.
     client(&f.schema.url)
         .batch_execute(&format!(
@@ -1378,16 +1377,16 @@ fn a_mirror_of_a_ledger_restored_from_a_backup_starts_over() {
         ))
         .expect("pretend a restore");
     assert_eq!(
-        mirror.sync()["mirror"],
+        replica.sync()["mirror"],
         "bootstrapped",
         "not taken for in step"
     );
-    assert_eq!(mirror.sync()["mirror"], "in_step");
-    // The writer's own mirror starts over too, at its next run, and nothing is lost.
+    assert_eq!(replica.sync()["mirror"], "in_step");
+    // The writer's own replica starts over too, at its next run, and nothing is lost.
     edit(&f.env);
     writer.ingest(&f.env.docs);
-    mirror.sync();
-    f.assert_all_equal_clean(&[&writer, &mirror]);
+    replica.sync();
+    f.assert_all_equal_clean(&[&writer, &replica]);
 }
 
 #[test]
@@ -1482,12 +1481,12 @@ fn a_server_on_a_writers_store_answers_read_only_while_the_writer_waits_for_its_
     f.assert_all_equal_clean(&[&writer]);
 }
 
-/// The vectors a host's mirror holds.
+/// The vectors a host's replica holds.
 fn mirror_vectors(host: &Host<'_>) -> i64 {
     rusqlite::Connection::open(host.store.join("ledger.sqlite"))
-        .expect("open the mirror")
+        .expect("open the replica")
         .query_row("SELECT count(*) FROM vectors", [], |row| row.get(0))
-        .expect("count the mirror's vectors")
+        .expect("count the replica's vectors")
 }
 
 #[test]
@@ -1510,7 +1509,7 @@ fn gc_removes_replaced_models_from_the_shared_ledger_and_every_mirror_follows() 
     let chunks = f.count("chunks");
     assert_eq!(f.count("vectors"), 2 * chunks);
     assert_eq!(mirror_vectors(&reader), 2 * chunks);
-    // A mirror's gc without its shared ledger is refused and removes nothing.
+    // A replica's gc without its shared ledger is refused and removes nothing.
     let mut alone = Command::new(BIN);
     isolate(&mut alone);
     let alone = alone
@@ -1525,9 +1524,9 @@ fn gc_removes_replaced_models_from_the_shared_ledger_and_every_mirror_follows() 
         "{}",
         String::from_utf8_lossy(&alone.stderr)
     );
-    assert!(String::from_utf8_lossy(&alone.stderr).contains("mirror of a shared ledger"));
+    assert!(String::from_utf8_lossy(&alone.stderr).contains("replica of a shared ledger"));
     assert_eq!(mirror_vectors(&reader), 2 * chunks);
-    // With it, the replaced model goes from the shared ledger, and each mirror follows.
+    // With it, the replaced model goes from the shared ledger, and each replica follows.
     let gc = writer.json(&["gc", "--json"]);
     assert_eq!(
         gc["vectors_removed"]["replaced_models"].as_i64(),
@@ -1594,7 +1593,7 @@ fn a_mirror_refuses_another_shared_ledger_unless_told_to_rebind() {
     assert_eq!(replica.export(), before, "the replica was left as it was");
     assert_eq!(replica.sync()["mirror"], "in_step");
     f.assert_all_equal_clean(&[&writer, &replica]);
-    // Told to, the store becomes a mirror of the other ledger (empty here).
+    // Told to, the store becomes a replica of the other ledger (empty here).
     let rebound = replica_elsewhere.json(&["sync", "--rebind", "--json"]);
     assert_eq!(rebound["mirror"], "bootstrapped", "{rebound}");
     assert!(replica_elsewhere.export().is_empty());

@@ -1,7 +1,7 @@
 //! The shared ledger's content and change log: a writer publishes a batch's change set under
-//! its lease (`publish`), a mirror pulls the change sets after its position (`pull`) or a whole
+//! its lease (`publish`), a replica pulls the change sets after its position (`pull`) or a whole
 //! snapshot (`snapshot`), and reports how far it got (`report_progress`); the log is pruned
-//! below the slowest active mirror (`prune_log`).
+//! below the slowest active replica (`prune_log`).
 //!
 //! A publish is one transaction, set-based (a dozen statements whatever the batch's size), that
 //! first checks the writer's epoch under the counter row's lock. Log positions are taken under
@@ -25,7 +25,7 @@ use crate::ledger::{
     VectorChanges,
 };
 
-/// What a mirror at some position gets from `pull`.
+/// What a replica at some position gets from `pull`.
 #[derive(Clone, Debug)]
 pub enum Pulled {
     /// Nothing after that position.
@@ -42,7 +42,7 @@ pub enum Pulled {
     Behind(SharedMeta),
 }
 
-/// One mirror as the shared ledger knows it, for `status`.
+/// One replica as the shared ledger knows it, for `status`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ConsumerRow {
     pub consumer_id: String,
@@ -90,7 +90,7 @@ impl PgLedger {
     }
 
     /// Commits a writer's change set at the next log position, if the writer still holds the
-    /// lease at `epoch` and its mirror is at `expected_seq`. Returns the mirror's new state.
+    /// lease at `epoch` and its replica is at `expected_seq`. Returns the replica's new state.
     pub fn publish(
         &self,
         epoch: i64,
@@ -103,11 +103,11 @@ impl PgLedger {
             let meta = fence(&tx, epoch).await?;
             if meta.log_seq != expected_seq {
                 // Only this writer writes while it holds the lease: a position other than its
-                // own is a commit of its own whose answer was lost. Its mirror no longer knows
+                // own is a commit of its own whose answer was lost. Its replica no longer knows
                 // where it stands, so the run stops; the next one starts from the shared ledger.
                 return Err(PgError::App(Error::LeaseLost {
                     context: format!(
-                        "the shared log is at {} where this writer's mirror expected {expected_seq}",
+                        "the shared log is at {} where this writer's replica expected {expected_seq}",
                         meta.log_seq
                     ),
                 }));
@@ -222,38 +222,38 @@ impl PgLedger {
         })
     }
 
-    /// The changes after a mirror's position, in one snapshot of the shared ledger.
-    pub fn pull(&self, mirror: Option<&ReplicaState>) -> Result<Pulled> {
+    /// The changes after a replica's position, in one snapshot of the shared ledger.
+    pub fn pull(&self, replica: Option<&ReplicaState>) -> Result<Pulled> {
         self.run("read the shared log", Budget::Command, async |conn| {
             let tx = super::read_snapshot(conn).await?;
             let meta = read_meta(&tx).await?;
-            let Some(mirror) = mirror.filter(|m| m.ledger_id == meta.ledger_id) else {
+            let Some(replica) = replica.filter(|m| m.ledger_id == meta.ledger_id) else {
                 return Ok(Pulled::Behind(meta));
             };
-            if mirror.log_seq == meta.log_seq
-                && mirror.log_token == meta.log_token
-                && mirror.vector_seq == meta.vector_seq
+            if replica.log_seq == meta.log_seq
+                && replica.log_token == meta.log_token
+                && replica.vector_seq == meta.vector_seq
             {
                 return Ok(Pulled::UpToDate(meta));
             }
-            if mirror.log_seq < meta.log_floor_seq || mirror.log_seq > meta.log_seq {
+            if replica.log_seq < meta.log_floor_seq || replica.log_seq > meta.log_seq {
                 return Ok(Pulled::Behind(meta));
             }
-            // The position the mirror holds must be the one this ledger has: a ledger restored
+            // The position the replica holds must be the one this ledger has: a ledger restored
             // from a backup reuses positions for other batches.
-            if mirror.log_seq > 0 {
+            if replica.log_seq > 0 {
                 let token: Option<String> = tx
                     .query_opt(
                         "SELECT token FROM log_tokens WHERE seq = $1",
-                        &[&(mirror.log_seq as i64)],
+                        &[&(replica.log_seq as i64)],
                     )
                     .await?
                     .map(|row| row.get(0));
-                if token.as_deref() != Some(mirror.log_token.as_str()) {
+                if token.as_deref() != Some(replica.log_token.as_str()) {
                     return Ok(Pulled::Behind(meta));
                 }
             }
-            let (from, to) = (mirror.log_seq as i64, meta.log_seq as i64);
+            let (from, to) = (replica.log_seq as i64, meta.log_seq as i64);
             let sources: Vec<SourceRow> = tx
                 .query(
                     "SELECT t.root, t.path, s.doc_hash
@@ -291,7 +291,7 @@ impl PgLedger {
             let ids: Vec<Vec<u8>> = log.iter().map(|r| r.chunk_id.as_bytes().to_vec()).collect();
             let chunks = chunks(&tx, Some(&ids)).await?;
             let last_run = last_run(&tx).await?;
-            let vectors = super::vectors::since(&tx, Some(mirror.vector_seq)).await?;
+            let vectors = super::vectors::since(&tx, Some(replica.vector_seq)).await?;
             Ok(Pulled::Changes {
                 changes: Box::new(ChangeSet {
                     generation: Generation(meta.generation),
@@ -354,7 +354,7 @@ impl PgLedger {
         )
     }
 
-    /// Records how far a mirror is (registering it on first use), so the log is kept for it.
+    /// Records how far a replica is (registering it on first use), so the log is kept for it.
     pub(crate) fn report_progress(
         &self,
         consumer_id: &str,
@@ -364,7 +364,7 @@ impl PgLedger {
         generation: Generation,
     ) -> Result<()> {
         self.run(
-            "record a mirror's progress",
+            "record a replica's progress",
             Budget::Command,
             async |conn| {
                 conn.execute(
@@ -392,8 +392,8 @@ impl PgLedger {
         )
     }
 
-    /// Marks mirrors silent for `retention_secs` stale, then drops the log rows every active
-    /// mirror has applied. Returns the new floor.
+    /// Marks replicas silent for `retention_secs` stale, then drops the log rows every active
+    /// replica has applied. Returns the new floor.
     pub fn prune_log(&self, retention_secs: u64) -> Result<u64> {
         let retention = retention_secs as f64;
         self.run("prune the shared log", Budget::Command, async |conn| {
@@ -417,7 +417,7 @@ impl PgLedger {
                 .await?;
             tx.execute("DELETE FROM source_log WHERE seq <= $1", &[&upto])
                 .await?;
-            // The floor's own token stays: a mirror at the floor still checks it.
+            // The floor's own token stays: a replica at the floor still checks it.
             tx.execute("DELETE FROM log_tokens WHERE seq < $1", &[&upto])
                 .await?;
             let floor: i64 = tx
@@ -458,7 +458,7 @@ impl PgLedger {
         })
     }
 
-    /// Every registered mirror.
+    /// Every registered replica.
     pub fn consumers(&self) -> Result<Vec<ConsumerRow>> {
         self.run("read the consumers", Budget::Command, async |conn| {
             Ok(conn

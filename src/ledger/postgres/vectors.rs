@@ -1,8 +1,8 @@
 //! Embeddings on the shared ledger: a writer publishes each page of vectors (fenced, at the
-//! next `vector_seq`) and each change to a model's row; mirrors copy every model row and the
+//! next `vector_seq`) and each change to a model's row; replicas copy every model row and the
 //! vectors of the pages after their own position. Vectors are insert-only and keyed by model
 //! and chunk, so a passage is embedded once whichever host runs the model; only `gc` removes
-//! them, a replaced model's whole, and mirrors drop a model the shared ledger no longer lists.
+//! them, a replaced model's whole, and replicas drop a model the shared ledger no longer lists.
 
 use crate::error::Result;
 use crate::ids::ChunkId;
@@ -50,8 +50,8 @@ impl PgLedger {
     /// Removes the models search used before the active one (the last activated), and their
     /// vectors, if the writer still holds the lease at `epoch`; returns how many vectors went.
     ///
-    /// Mirrors follow at their next sync: the vector position moves on, so none of them is in
-    /// step any more, and a mirror drops every model the shared ledger no longer lists (with
+    /// Replicas follow at their next sync: the vector position moves on, so none of them is in
+    /// step any more, and a replica drops every model the shared ledger no longer lists (with
     /// its vectors) when it copies the model rows (`Ledger::apply_changes`).
     pub(crate) fn remove_replaced_models(&self, epoch: i64) -> Result<u64> {
         self.run(
@@ -91,7 +91,7 @@ impl PgLedger {
         )
     }
 
-    /// Writes a model's row as the writer's mirror has it, if the writer still holds the lease.
+    /// Writes a model's row as the writer's replica has it, if the writer still holds the lease.
     pub(crate) fn publish_model(&self, epoch: i64, model: &ModelRecord) -> Result<()> {
         self.run("publish an embedding model", Budget::Writer, async |conn| {
             let tx = conn.transaction().await?;

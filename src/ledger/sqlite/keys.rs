@@ -229,7 +229,7 @@ fn units_in(conn: &rusqlite::Connection, scope: &str, window_start: i64) -> Resu
 }
 
 impl Ledger {
-    /// Up to `limit` spooled calls, oldest first (a mirror records calls only while its shared
+    /// Up to `limit` spooled calls, oldest first (a replica records calls only while its shared
     /// ledger is away, so every audit row it holds is one).
     pub(crate) fn spooled_calls(&self, limit: usize) -> Result<Vec<SpooledCall>> {
         let mut stmt = self

@@ -321,9 +321,9 @@ impl Ledger {
         Ok(outcome)
     }
 
-    /// `apply_batch` on a mirror of the shared ledger: the rows the batch changes are given
+    /// `apply_batch` on a replica of the shared ledger: the rows the batch changes are given
     /// to `publish` (which commits them to the shared ledger and returns the shared log
-    /// position they took), and then the mirror commits the batch at that position.
+    /// position they took), and then the replica commits the batch at that position.
     ///
     /// The change set is found by applying the batch and rolling it back, and the batch is
     /// applied again once the shared ledger holds it: no SQLite write transaction stays open
@@ -331,7 +331,7 @@ impl Ledger {
     /// store can still write the calls it answers read-only meanwhile. The writer lock keeps
     /// every other writer of the batch's rows away in between, so the second run finds the
     /// same change set (checked). If `publish` fails, nothing of the batch is written here; if
-    /// the process dies after it, the shared ledger has the batch and the mirror pulls it.
+    /// the process dies after it, the shared ledger has the batch and the replica pulls it.
     pub(crate) fn apply_batch_publishing(
         &mut self,
         batch: &Batch,
@@ -357,7 +357,7 @@ impl Ledger {
         let outcome = write_batch(&tx, batch)?;
         if batch_changes(&tx, batch, &outcome)? != changes {
             return Err(Error::Inconsistent(
-                "the mirror changed while its batch was published to the shared ledger; the next run pulls the batch from there".into(),
+                "the replica changed while its batch was published to the shared ledger; the next run pulls the batch from there".into(),
             ));
         }
         replica::set_position(&tx, changes.generation, &state)?;

@@ -1,8 +1,8 @@
 //! Change sets: the rows one batch (or one range of the shared ledger's log) changed, copied by
 //! key between the local SQLite ledger and the shared PostgreSQL ledger, and their SQLite side.
 //!
-//! With a shared ledger every host's store is a mirror of it. A writer applies a batch to its
-//! mirror as on a store of its own (`apply_batch`), collects the rows the batch changed into a
+//! With a shared ledger every host's store is a replica of it. A writer applies a batch to its
+//! replica as on a store of its own (`apply_batch`), collects the rows the batch changed into a
 //! `ChangeSet` inside the same transaction, and publishes it to the shared ledger before that
 //! transaction commits; a host that did not write pulls the same kind of change set from the
 //! shared ledger's log (`apply_changes`). Both sides apply a change set by the same rules:
@@ -24,12 +24,12 @@ use super::{Ledger, chunk_id_column, doc_hash_column, sql_error};
 use crate::error::Result;
 use crate::ids::{ChunkId, DocHash, Generation};
 use crate::ledger::{
-    ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, MirrorBinding, ModelRecord,
+    ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, ModelRecord, ReplicaBinding,
     ReplicaState, RunRow, SourceRow, VectorChanges,
 };
 
 impl Ledger {
-    /// The shared ledger this ledger mirrors, if it is a mirror.
+    /// The shared ledger this ledger copies, if it is a replica.
     pub(crate) fn replica_state(&self) -> Result<Option<ReplicaState>> {
         self.conn
             .query_row(
@@ -50,35 +50,35 @@ impl Ledger {
             .map_err(sql_error("read replica state"))
     }
 
-    /// Where this mirror last found its shared ledger; `None` when it is no mirror or has not
-    /// recorded it (a mirror made before schema version 6, until its next sync).
-    pub(crate) fn mirror_binding(&self) -> Result<Option<MirrorBinding>> {
+    /// Where this replica last found its shared ledger; `None` when it is no replica or has not
+    /// recorded it (a replica made before schema version 6, until its next sync).
+    pub(crate) fn replica_binding(&self) -> Result<Option<ReplicaBinding>> {
         let binding = self
             .conn
             .query_row(
                 "SELECT ledger_url, ledger_schema FROM replica WHERE id = 1",
                 [],
                 |row| {
-                    Ok(MirrorBinding {
+                    Ok(ReplicaBinding {
                         url: row.get(0)?,
                         schema: row.get(1)?,
                     })
                 },
             )
             .optional()
-            .map_err(sql_error("read the mirror's shared ledger"))?;
+            .map_err(sql_error("read the replica's shared ledger"))?;
         Ok(binding.filter(|binding| !binding.schema.is_empty()))
     }
 
-    /// Records where this mirror found its shared ledger.
-    pub(crate) fn set_mirror_binding(&mut self, binding: &MirrorBinding) -> Result<()> {
+    /// Records where this replica found its shared ledger.
+    pub(crate) fn set_replica_binding(&mut self, binding: &ReplicaBinding) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE replica SET ledger_url = ?1, ledger_schema = ?2 WHERE id = 1",
                 params![binding.url, binding.schema],
             )
             .map(drop)
-            .map_err(sql_error("record the mirror's shared ledger"))
+            .map_err(sql_error("record the replica's shared ledger"))
     }
 
     /// True when the ledger holds no source, document or chunk (a new store).
@@ -126,13 +126,13 @@ impl Ledger {
             write_run(&tx, run)?;
         }
         set_position(&tx, changes.generation, state)?;
-        crate::crash::crash_point("replica.before_mirror_commit");
+        crate::crash::crash_point("replica.before_commit");
         tx.commit()
-            .map_err(sql_error("commit shared changes to the mirror"))
+            .map_err(sql_error("commit shared changes to the replica"))
     }
 
     /// Replaces the whole content of the ledger by a snapshot of the shared ledger (a new
-    /// mirror, or one that fell behind the shared log), keeping the stat cache of every path
+    /// replica, or one that fell behind the shared log), keeping the stat cache of every path
     /// whose document is unchanged. The log is emptied and its floor set to the snapshot's
     /// generation, so the index is made again from the ledger.
     pub(crate) fn replace_with(
@@ -145,7 +145,7 @@ impl Ledger {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(sql_error("begin replacing the mirror"))?;
+            .map_err(sql_error("begin replacing the replica"))?;
         for sql in [
             "DELETE FROM doc_chunks",
             "DELETE FROM doc_tags",
@@ -155,7 +155,8 @@ impl Ledger {
             "DELETE FROM vectors",
             "DELETE FROM embedding_models",
         ] {
-            tx.execute(sql, []).map_err(sql_error("empty the mirror"))?;
+            tx.execute(sql, [])
+                .map_err(sql_error("empty the replica"))?;
         }
         // Sources stay (with their stats) while the snapshot's are written: a path whose
         // document is unchanged keeps its stat; the rest are removed below.
@@ -194,7 +195,7 @@ impl Ledger {
         }
         set_position(&tx, snapshot.generation, state)?;
         crate::crash::crash_point("bootstrap.before_commit");
-        tx.commit().map_err(sql_error("commit the mirror"))
+        tx.commit().map_err(sql_error("commit the replica"))
     }
 
     /// An embedding model's row, whole, for a writer to publish.
@@ -379,7 +380,7 @@ fn apply(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
         match (old, source.doc_hash) {
             (Some(old), Some(new)) if old == new => {}
             (_, Some(new)) => {
-                // A mirror's stat for another document would be wrong: zero matches no file,
+                // A replica's stat for another document would be wrong: zero matches no file,
                 // so this host reads the file once if it ever ingests it.
                 tx.prepare_cached(
                     "INSERT INTO sources
@@ -656,13 +657,13 @@ pub(crate) fn set_position(
            log_seq = excluded.log_seq, log_token = excluded.log_token",
         params![state.ledger_id, state.log_seq as i64, state.log_token],
     )
-    .map_err(sql_error("record the mirror's position"))?;
+    .map_err(sql_error("record the replica's position"))?;
     tx.execute(
         "INSERT INTO meta (name, value) VALUES ('vector_seq', ?1)
          ON CONFLICT (name) DO UPDATE SET value = excluded.value",
         [state.vector_seq as i64],
     )
-    .map_err(sql_error("record the mirror's position"))?;
+    .map_err(sql_error("record the replica's position"))?;
     Ok(())
 }
 

@@ -68,16 +68,16 @@ const SCHEMA_V8: &str =
 /// again. Until then readers serve the old chunks, and `verify` counts them as outdated.
 const SCHEMA_V7: &str = "UPDATE sources SET ctime_ns = 0;";
 
-/// Version 6: a mirror records where it found its shared ledger (the URL without its password,
+/// Version 6: a replica records where it found its shared ledger (the URL without its password,
 /// and the schema), so that it can name it when it refuses another one. Which ledger it is
-/// stays `ledger_id`; a mirror of an earlier version records these at its next sync.
+/// stays `ledger_id`; a replica of an earlier version records these at its next sync.
 const SCHEMA_V6: &str = "
 ALTER TABLE replica ADD COLUMN ledger_url TEXT NOT NULL DEFAULT '';
 ALTER TABLE replica ADD COLUMN ledger_schema TEXT NOT NULL DEFAULT '';
 ";
 
-/// Version 5: a store can be a mirror of a shared (PostgreSQL) ledger. The one row of
-/// `replica` names that ledger and the last position of its log the mirror holds; a store
+/// Version 5: a store can be a replica of a shared (PostgreSQL) ledger. The one row of
+/// `replica` names that ledger and the last position of its log the replica holds; a store
 /// without it is a ledger of its own.
 const SCHEMA_V5: &str = "
 CREATE TABLE replica (
@@ -85,7 +85,7 @@ CREATE TABLE replica (
     ledger_id TEXT NOT NULL,
     log_seq   INTEGER NOT NULL,
     -- The shared ledger's token of that position: another token there means the shared ledger
-    -- is not the one this mirror copied (restored from a backup), and the mirror starts over.
+    -- is not the one this replica copied (restored from a backup), and the replica starts over.
     log_token TEXT NOT NULL DEFAULT ''
 );
 ";

@@ -262,7 +262,7 @@ impl Ledger {
         self.insert_vectors_at(model, vectors, None)
     }
 
-    /// `insert_vectors`, setting `vector_seq` to `seq` when given (a mirror takes the shared
+    /// `insert_vectors`, setting `vector_seq` to `seq` when given (a replica takes the shared
     /// ledger's position of the page) instead of bumping it.
     pub(crate) fn insert_vectors_at(
         &mut self,
