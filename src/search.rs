@@ -934,8 +934,70 @@ fn search_page_in(
     offset: usize,
 ) -> Result<SearchPage> {
     let snapshot = sources_in.snapshot;
-    let mut mode = sources_in.resolve(request.mode)?;
-    let mut query_error: Option<Error> = None;
+    let mode = sources_in.resolve(request.mode)?;
+    check_request(request, offset)?;
+    // The last page stops at `MAX_PAGED_HITS`, whatever `top_k` the pages before it used.
+    let end = offset.saturating_add(request.top_k).min(MAX_PAGED_HITS);
+    let allowed = if request.filter.is_empty() {
+        None
+    } else {
+        // Shared, not copied, with every pass of the query below.
+        Some(std::sync::Arc::new(
+            ledger.chunks_matching(&request.filter)?,
+        ))
+    };
+    let config = QueryConfig::default();
+    let (query_vector, mode, query_error) = embed_query(sources_in, request, mode)?;
+    // The documents the query names exactly come first: the same on every page of a snapshot.
+    let named = named_passages(snapshot, ledger, &request.query, allowed.as_ref(), &config)?;
+    // One hit past the page says whether another page follows.
+    let wanted = end + 1;
+    let hits = ranked_hits(
+        sources_in,
+        ledger,
+        request,
+        mode,
+        query_vector.as_deref(),
+        allowed.as_ref(),
+        &named,
+        wanted,
+        &config,
+    )?;
+    let more = hits.len() > end && end < MAX_PAGED_HITS;
+    let mut page: Vec<Hit> = hits.into_iter().skip(offset).take(end - offset).collect();
+    add_snippets(&mut page, snapshot, mode, &request.query, &config)?;
+    let semantic = sources_in.semantic_status(request.mode, mode, query_error.as_ref());
+    let semantic_unavailable = match (&semantic.state, semantic.reason) {
+        (
+            SemanticState::Off,
+            Some(SemanticReason::NoModel | SemanticReason::LexicalAsked) | None,
+        ) => None,
+        (SemanticState::Off, Some(_)) => semantic.message.clone(),
+        _ => None,
+    };
+    Ok(SearchPage {
+        response: SearchResponse {
+            generation: snapshot.generation().0,
+            last_ingest: ledger.last_ingest_ms()?.map(clock::rfc3339),
+            mode,
+            semantic_coverage: sources_in.coverage(),
+            semantic_unavailable,
+            min_score_unapplied: match (request.min_score, &query_vector) {
+                (Some(_), None) => Some(
+                    "the query was not embedded (the store has no vectors, or no model that made them is loaded, or it failed): no hit has a similarity, so none was dropped".to_string(),
+                ),
+                _ => None,
+            },
+            semantic,
+            hits: page,
+        },
+        more,
+        used_vectors: query_vector.is_some(),
+    })
+}
+
+/// Refuses a request out of range: `top_k`, `min_score`, or a page past the last one.
+fn check_request(request: &SearchRequest, offset: usize) -> Result<()> {
     if request.top_k == 0 || request.top_k > MAX_TOP_K {
         return Err(Error::Usage(format!(
             "top_k must be between 1 and {MAX_TOP_K}, not {}",
@@ -957,17 +1019,18 @@ fn search_page_in(
             offset + 1
         )));
     }
-    // The last page stops at `MAX_PAGED_HITS`, whatever `top_k` the pages before it used.
-    let end = offset.saturating_add(request.top_k).min(MAX_PAGED_HITS);
-    let allowed = if request.filter.is_empty() {
-        None
-    } else {
-        // Shared, not copied, with every pass of the query below.
-        Some(std::sync::Arc::new(
-            ledger.chunks_matching(&request.filter)?,
-        ))
-    };
-    let config = QueryConfig::default();
+    Ok(())
+}
+
+/// The query's embedding, when a semantic leg or the relevance floor needs one, and the mode
+/// the search then runs in: a default hybrid search whose query cannot be embedded answers by
+/// words alone, with the error that says why.
+fn embed_query(
+    sources_in: Sources<'_>,
+    request: &SearchRequest,
+    mut mode: Mode,
+) -> Result<(Option<Vec<f32>>, Mode, Option<Error>)> {
+    let mut query_error: Option<Error> = None;
     // The query is embedded for a semantic leg, and for the relevance floor in any mode.
     let query_vector = match sources_in.semantic() {
         Some((set, embedder)) if mode != Mode::Lexical || request.min_score.is_some() => {
@@ -1009,79 +1072,72 @@ fn search_page_in(
         }
         _ => None,
     };
-    // One hit past the page says whether another page follows.
-    let wanted = end + 1;
+    Ok((query_vector, mode, query_error))
+}
+
+/// The hits up to `wanted`, ranked (the named documents first), folded and floored: a pass
+/// that finds too few asks its legs for four times as many candidates, until they run out.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the parts of one search, each as the caller holds it"
+)]
+fn ranked_hits(
+    sources_in: Sources<'_>,
+    ledger: &Ledger,
+    request: &SearchRequest,
+    mode: Mode,
+    query_vector: Option<&[f32]>,
+    allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
+    named: &[IndexHit],
+    wanted: usize,
+    config: &QueryConfig,
+) -> Result<Vec<Hit>> {
     // A hybrid leg never has fewer than the fusion's anchor, so a hit scores the same on every page.
     let mut limit = wanted * 2 + 8;
     if mode == Mode::Hybrid {
         limit = limit.max(FUSION_ANCHOR);
     }
-    // The documents the query names exactly come first: the same on every page of a snapshot.
-    let named = named_passages(snapshot, ledger, &request.query, allowed.as_ref(), &config)?;
     let hits = loop {
         let (raw, exhausted) = candidates(
             sources_in,
             mode,
             request,
-            query_vector.as_deref(),
+            query_vector,
             limit,
-            allowed.as_ref(),
-            &config,
+            allowed,
+            config,
         )?;
-        let ranked = named_first(&named, raw, mode);
-        let ranked = with_similarity(
-            ranked,
-            sources_in.vectors,
-            query_vector.as_deref(),
-            request.min_score,
-        );
+        let ranked = named_first(named, raw, mode);
+        let ranked = with_similarity(ranked, sources_in.vectors, query_vector, request.min_score);
         let hits = fold(ledger, ranked, wanted)?;
         if hits.len() >= wanted || exhausted || limit >= 16 * MAX_PAGED_HITS {
             break hits;
         }
         limit *= 4;
     };
-    let more = hits.len() > end && end < MAX_PAGED_HITS;
-    let mut page: Vec<Hit> = hits.into_iter().skip(offset).take(end - offset).collect();
-    // Snippets only for the hits returned: marking a passage reads all of it.
+    Ok(hits)
+}
+
+/// Gives each hit of the page its snippet: the query's words marked, or the passage's opening
+/// for a search by meaning alone. Only the hits returned: marking a passage reads all of it.
+fn add_snippets(
+    page: &mut [Hit],
+    snapshot: &Snapshot,
+    mode: Mode,
+    query: &str,
+    config: &QueryConfig,
+) -> Result<()> {
     let highlighter = match mode {
         Mode::Semantic => None,
-        _ => Some(snapshot.highlighter(&request.query, &config)?),
+        _ => Some(snapshot.highlighter(query, config)?),
     };
-    for hit in &mut page {
+    for hit in page {
         hit.snippet = match &highlighter {
             Some(highlighter) => highlighter.snippet(&hit.text),
             None => index::opening(&hit.text, 240),
         };
     }
-    let semantic = sources_in.semantic_status(request.mode, mode, query_error.as_ref());
-    let semantic_unavailable = match (&semantic.state, semantic.reason) {
-        (
-            SemanticState::Off,
-            Some(SemanticReason::NoModel | SemanticReason::LexicalAsked) | None,
-        ) => None,
-        (SemanticState::Off, Some(_)) => semantic.message.clone(),
-        _ => None,
-    };
-    Ok(SearchPage {
-        response: SearchResponse {
-            generation: snapshot.generation().0,
-            last_ingest: ledger.last_ingest_ms()?.map(clock::rfc3339),
-            mode,
-            semantic_coverage: sources_in.coverage(),
-            semantic_unavailable,
-            min_score_unapplied: match (request.min_score, &query_vector) {
-                (Some(_), None) => Some(
-                    "the query was not embedded (the store has no vectors, or no model that made them is loaded, or it failed): no hit has a similarity, so none was dropped".to_string(),
-                ),
-                _ => None,
-            },
-            semantic,
-            hits: page,
-        },
-        more,
-        used_vectors: query_vector.is_some(),
-    })
+    Ok(())
 }
 
 /// A ranked candidate: a chunk, its score, the key of its text when the index gave it, and

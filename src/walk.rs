@@ -220,23 +220,8 @@ pub fn walk(root: &Path, excludes: &Excludes, formats: FormatSet) -> Result<Walk
     }
     let mut walk = Walk::default();
     let root_name = root.display().to_string();
-    match open_root(root) {
-        Ok(dir) => walk.root_dir = Some(dir),
-        Err(errno) => {
-            let why = match errno {
-                // `O_DIRECTORY | O_NOFOLLOW` on a link: Linux says ENOTDIR, others ELOOP.
-                Errno::NOTDIR | Errno::LOOP => {
-                    "it or a folder above it became a symbolic link or a file after its name was resolved; not followed".to_string()
-                }
-                errno => std::io::Error::from(errno).to_string(),
-            };
-            walk.warnings.push(Warning::unreadable(
-                &root_name,
-                format!("cannot read the folder: {why}; nothing under it is read or deleted"),
-            ));
-            walk.unreadable.push(String::new());
-            return Ok(walk);
-        }
+    if !open_walked_root(&mut walk, root, &root_name) {
+        return Ok(walk);
     }
     // Listed in the order the file system gives, and sorted once at the end: walkdir's sort by
     // file name takes each name apart again on every comparison.
@@ -288,64 +273,101 @@ pub fn walk(root: &Path, excludes: &Excludes, formats: FormatSet) -> Result<Walk
         if entry.depth() == 0 {
             continue;
         }
-        let Some(rel) = relative(root, entry.path()) else {
-            walk.warnings.push(Warning::skipped(
-                &entry.path().to_string_lossy(),
-                "file name is not valid UTF-8; skipped",
+        add_entry(&mut walk, &mut folders, root, &entry, excludes, formats);
+    }
+    settle(&mut walk, root, &root_name);
+    Ok(walk)
+}
+
+/// Opens the root for the walk (`walk.root_dir`); when it cannot be, records why and that
+/// nothing under it is read or deleted, and returns false.
+fn open_walked_root(walk: &mut Walk, root: &Path, root_name: &str) -> bool {
+    match open_root(root) {
+        Ok(dir) => {
+            walk.root_dir = Some(dir);
+            true
+        }
+        Err(errno) => {
+            let why = match errno {
+                // `O_DIRECTORY | O_NOFOLLOW` on a link: Linux says ENOTDIR, others ELOOP.
+                Errno::NOTDIR | Errno::LOOP => {
+                    "it or a folder above it became a symbolic link or a file after its name was resolved; not followed".to_string()
+                }
+                errno => std::io::Error::from(errno).to_string(),
+            };
+            walk.warnings.push(Warning::unreadable(
+                root_name,
+                format!("cannot read the folder: {why}; nothing under it is read or deleted"),
             ));
-            continue;
-        };
-        let file_type = entry.file_type();
-        if file_type.is_dir() {
-            continue;
-        }
-        let name = entry.file_name().to_string_lossy();
-        if file_type.is_symlink() {
-            if let Some(file) = follow_link(
-                root,
-                entry.path(),
-                &rel,
-                &name,
-                excludes,
-                formats,
-                &mut walk,
-            ) {
-                walk.files.push(file);
-            }
-            continue;
-        }
-        if !file_type.is_file() {
-            walk.warnings.push(Warning::skipped(
-                &rel,
-                format!("not a regular file ({}); skipped", special_kind(&file_type)),
-            ));
-            continue;
-        }
-        let kind = match Format::from_file_name(&name) {
-            Some(format) if formats.contains(format) => format,
-            other => {
-                walk.passed_over.count(&name, other);
-                continue;
-            }
-        };
-        let stat = match stat_in_folder(&walk, &mut folders, &entry) {
-            Some(stat) => Ok(stat),
-            None => entry.metadata().map(|meta| stat_of(&meta)),
-        };
-        match stat {
-            Ok(stat) => walk.files.push(WalkedFile {
-                read_path: rel.clone(),
-                rel_path: rel,
-                format: kind,
-                stat,
-            }),
-            Err(err) => {
-                walk.warnings
-                    .push(Warning::unreadable(&rel, format!("cannot stat: {err}")));
-                walk.unreadable.push(rel);
-            }
+            walk.unreadable.push(String::new());
+            false
         }
     }
+}
+
+/// Adds one entry of the listing below the root: a document file with its stat, a link
+/// followed inside the root, or the warning or count that says why it is left out.
+fn add_entry(
+    walk: &mut Walk,
+    folders: &mut Vec<Option<(std::path::PathBuf, OwnedFd)>>,
+    root: &Path,
+    entry: &walkdir::DirEntry,
+    excludes: &Excludes,
+    formats: FormatSet,
+) {
+    let Some(rel) = relative(root, entry.path()) else {
+        walk.warnings.push(Warning::skipped(
+            &entry.path().to_string_lossy(),
+            "file name is not valid UTF-8; skipped",
+        ));
+        return;
+    };
+    let file_type = entry.file_type();
+    if file_type.is_dir() {
+        return;
+    }
+    let name = entry.file_name().to_string_lossy();
+    if file_type.is_symlink() {
+        if let Some(file) = follow_link(root, entry.path(), &rel, &name, excludes, formats, walk) {
+            walk.files.push(file);
+        }
+        return;
+    }
+    if !file_type.is_file() {
+        walk.warnings.push(Warning::skipped(
+            &rel,
+            format!("not a regular file ({}); skipped", special_kind(&file_type)),
+        ));
+        return;
+    }
+    let kind = match Format::from_file_name(&name) {
+        Some(format) if formats.contains(format) => format,
+        other => {
+            walk.passed_over.count(&name, other);
+            return;
+        }
+    };
+    let stat = match stat_in_folder(walk, folders, entry) {
+        Some(stat) => Ok(stat),
+        None => entry.metadata().map(|meta| stat_of(&meta)),
+    };
+    match stat {
+        Ok(stat) => walk.files.push(WalkedFile {
+            read_path: rel.clone(),
+            rel_path: rel,
+            format: kind,
+            stat,
+        }),
+        Err(err) => {
+            walk.warnings
+                .push(Warning::unreadable(&rel, format!("cannot stat: {err}")));
+            walk.unreadable.push(rel);
+        }
+    }
+}
+
+/// Sorts the listing, and empties it when the root was swapped while it was listed.
+fn settle(walk: &mut Walk, root: &Path, root_name: &str) {
     // The listing goes by name. If the name no longer leads to the folder opened above, the
     // root was swapped while it was listed: what was listed may be another folder's, and the
     // paths missing from it are no deletions. So nothing is read or deleted this run.
@@ -360,12 +382,11 @@ pub fn walk(root: &Path, excludes: &Excludes, formats: FormatSet) -> Result<Walk
     if !listed_root_is_opened_root {
         walk.files.clear();
         walk.warnings = vec![Warning::unreadable(
-            &root_name,
+            root_name,
             "the folder changed during the walk (swapped for a link or moved); nothing under it is read or deleted, it is walked again on the next run",
         )];
         walk.unreadable = vec![String::new()];
     }
-    Ok(walk)
 }
 
 /// The stat of a file entry (not following a link), taken relative to its folder's open handle
