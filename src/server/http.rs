@@ -663,69 +663,77 @@ async fn call_tool(
         .ok()
         .and_then(Result::ok);
     let mut response = match outcome {
-        Ok(answer) => {
-            // An executed error (an unknown chunk) is a problem like every other error; its
-            // body is made from the stored answer alone, so a replay repeats it byte for byte.
-            let (status, content_type, body) = if answer.is_error {
-                let (status, body) = answer_problem(&answer.body);
-                (status, "application/problem+json", body.to_string())
-            } else {
-                (StatusCode::OK, "application/json", answer.body)
-            };
-            let mut response = Response::new(Body::from(body));
-            *response.status_mut() = status;
-            response
-                .headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-            if let Ok(key) = HeaderValue::from_str(&answer.key) {
-                response.headers_mut().insert("idempotency-key", key);
-            }
-            // A late answer (its key was pruned by `gc`) is fresh, not the stored one: it says
-            // `late`, as MCP's `_meta["groundidx/replayed"]` does, never `true`.
-            let replayed = match answer.replayed {
-                Replayed::No => None,
-                Replayed::Yes => Some("true"),
-                Replayed::Late => Some("late"),
-            };
-            if let Some(replayed) = replayed {
-                response
-                    .headers_mut()
-                    .insert("idempotent-replayed", HeaderValue::from_static(replayed));
-            }
-            if answer.read_only {
-                response
-                    .headers_mut()
-                    .insert("groundidx-read-only", HeaderValue::from_static("1"));
-            }
-            response
-        }
-        Err(error) => {
-            let mut response = (
-                http_status(&error),
-                [(header::CONTENT_TYPE, "application/problem+json")],
-                problem(&error).to_string(),
-            )
-                .into_response();
-            let retry_after = match error {
-                CallError::RateLimited {
-                    retry_after_seconds,
-                }
-                | CallError::Busy {
-                    retry_after_seconds,
-                } => Some(retry_after_seconds),
-                CallError::Unavailable(_) => Some(1),
-                _ => None,
-            };
-            if let Some(seconds) = retry_after {
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-            }
-            response
-        }
+        Ok(answer) => answer_response(answer),
+        Err(error) => error_response(&error),
     };
     if let Some(quota) = quota {
         rate_limit_headers(response.headers_mut(), &quota);
+    }
+    response
+}
+
+/// A call's answer over HTTP: its body (an executed error as a problem, made from the stored
+/// answer alone, so a replay repeats it byte for byte), its key, and whether it was replayed
+/// or answered read-only.
+fn answer_response(answer: crate::agent::CallResponse) -> Response {
+    // An executed error (an unknown chunk) is a problem like every other error; its
+    // body is made from the stored answer alone, so a replay repeats it byte for byte.
+    let (status, content_type, body) = if answer.is_error {
+        let (status, body) = answer_problem(&answer.body);
+        (status, "application/problem+json", body.to_string())
+    } else {
+        (StatusCode::OK, "application/json", answer.body)
+    };
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Ok(key) = HeaderValue::from_str(&answer.key) {
+        response.headers_mut().insert("idempotency-key", key);
+    }
+    // A late answer (its key was pruned by `gc`) is fresh, not the stored one: it says
+    // `late`, as MCP's `_meta["groundidx/replayed"]` does, never `true`.
+    let replayed = match answer.replayed {
+        Replayed::No => None,
+        Replayed::Yes => Some("true"),
+        Replayed::Late => Some("late"),
+    };
+    if let Some(replayed) = replayed {
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static(replayed));
+    }
+    if answer.read_only {
+        response
+            .headers_mut()
+            .insert("groundidx-read-only", HeaderValue::from_static("1"));
+    }
+    response
+}
+
+/// A refused call over HTTP: a problem, with `Retry-After` when a retry may succeed.
+fn error_response(error: &CallError) -> Response {
+    let mut response = (
+        http_status(error),
+        [(header::CONTENT_TYPE, "application/problem+json")],
+        problem(error).to_string(),
+    )
+        .into_response();
+    let retry_after = match *error {
+        CallError::RateLimited {
+            retry_after_seconds,
+        }
+        | CallError::Busy {
+            retry_after_seconds,
+        } => Some(retry_after_seconds),
+        CallError::Unavailable(_) => Some(1),
+        _ => None,
+    };
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     response
 }

@@ -359,6 +359,17 @@ fn root_id(tx: &Transaction<'_>, root: &str) -> Result<i64> {
 
 /// The module's rules, in SQLite (the log rows are the caller's).
 fn apply(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
+    let old_docs = apply_sources(tx, changes)?;
+    for document in &changes.documents {
+        write_document(tx, document, changes.generation)?;
+    }
+    release_documents(tx, old_docs)?;
+    apply_chunks(tx, changes)
+}
+
+/// Sets each named source to the document it names, or deletes it; returns the documents the
+/// sources held before, which may now be held by none.
+fn apply_sources(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<BTreeSet<DocHash>> {
     let mut roots: HashMap<String, i64> = HashMap::new();
     let mut old_docs: BTreeSet<DocHash> = BTreeSet::new();
     for source in &changes.sources {
@@ -409,9 +420,11 @@ fn apply(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
         }
         old_docs.extend(old.filter(|old| Some(*old) != source.doc_hash));
     }
-    for document in &changes.documents {
-        write_document(tx, document, changes.generation)?;
-    }
+    Ok(old_docs)
+}
+
+/// Releases each of `old_docs` that no source holds any more (its chunk list, tags and row).
+fn release_documents(tx: &Transaction<'_>, old_docs: BTreeSet<DocHash>) -> Result<()> {
     for doc_hash in old_docs {
         let held = tx
             .prepare_cached("SELECT 1 FROM sources WHERE doc_hash = ?1")
@@ -429,6 +442,12 @@ fn apply(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// Writes each logged chunk the change set holds (when missing), deletes each other logged
+/// chunk no document references, and writes every chunk of a snapshot (which has no log rows).
+fn apply_chunks(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
     let kept: BTreeMap<ChunkId, &ChunkRow> = changes
         .chunks
         .iter()
