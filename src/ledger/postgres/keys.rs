@@ -37,6 +37,103 @@ async fn begin<'a>(conn: &'a mut super::Conn) -> std::result::Result<Tx<'a>, PgE
     Ok(tx)
 }
 
+/// A call's audit row as `audit_events` holds it, from a call just made or a spooled one.
+struct AuditFields<'a> {
+    scope: &'a str,
+    key: &'a str,
+    key_source: &'a str,
+    tool: &'a str,
+    fingerprint: &'a [u8],
+    arguments: &'a str,
+    outcome: &'a str,
+    n_hits: i64,
+    index_generation: i64,
+    created_at: i64,
+    served_by: &'a str,
+}
+
+/// Inserts a call's audit row unless its `(scope, key)` has one; returns whether it did.
+async fn insert_audit(tx: &Tx<'_>, row: &AuditFields<'_>) -> std::result::Result<bool, PgError> {
+    let inserted = tx
+        .execute(
+            "INSERT INTO audit_events (scope, key, key_source, tool, fingerprint, arguments,
+                 outcome, n_hits, index_generation, created_at, served_by)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             ON CONFLICT (scope, key) DO NOTHING",
+            &[
+                &row.scope,
+                &row.key,
+                &row.key_source,
+                &row.tool,
+                &row.fingerprint,
+                &row.arguments,
+                &row.outcome,
+                &row.n_hits,
+                &row.index_generation,
+                &row.created_at,
+                &row.served_by,
+            ],
+        )
+        .await?;
+    Ok(inserted > 0)
+}
+
+/// Inserts the key record of a call made at `now`, unless its `(scope, key)` has one; returns
+/// whether it did.
+async fn insert_key(
+    tx: &Tx<'_>,
+    call: &NewCall<'_>,
+    now: i64,
+    expires_at: i64,
+) -> std::result::Result<bool, PgError> {
+    let inserted = tx
+        .query_opt(
+            "INSERT INTO idempotency_keys (scope, key, tool, fingerprint, status, response,
+                 is_error, index_generation, created_at, expires_at)
+             VALUES ($1, $2, $3, $4, 'completed', $5, $6, $7, $8, $9)
+             ON CONFLICT (scope, key) DO NOTHING
+             RETURNING created_at",
+            &[
+                &call.scope,
+                &call.key,
+                &call.tool,
+                &call.fingerprint,
+                &call.response,
+                &call.is_error,
+                &(call.index_generation as i64),
+                &now,
+                &expires_at,
+            ],
+        )
+        .await?;
+    Ok(inserted.is_some())
+}
+
+/// Counts one unit in the scope's `window`, unless the window is at the quota; returns whether
+/// it did.
+async fn count_unit(
+    tx: &Tx<'_>,
+    call: &NewCall<'_>,
+    window: i64,
+) -> std::result::Result<bool, PgError> {
+    let counted = tx
+        .query_opt(
+            "INSERT INTO usage_windows AS w (scope, window_secs, window_start, used)
+             VALUES ($1, $2, $3, 1)
+             ON CONFLICT (scope, window_secs, window_start)
+               DO UPDATE SET used = w.used + 1 WHERE w.used < $4
+             RETURNING used",
+            &[
+                &call.scope,
+                &(call.window_secs as i64),
+                &window,
+                &(call.quota as i64),
+            ],
+        )
+        .await?;
+    Ok(counted.is_some())
+}
+
 impl PgLedger {
     /// The database's time now, in ms since the epoch (frozen when the tests freeze it).
     pub fn now_ms(&self) -> Result<i64> {
@@ -68,27 +165,7 @@ impl PgLedger {
             let tx = begin(conn).await?;
             let now: i64 = tx.query_one("SELECT now_ms()", &[]).await?.get(0);
             let window = clock::window_start(now, call.window_secs);
-            let inserted = tx
-                .query_opt(
-                    "INSERT INTO idempotency_keys (scope, key, tool, fingerprint, status, response,
-                         is_error, index_generation, created_at, expires_at)
-                     VALUES ($1, $2, $3, $4, 'completed', $5, $6, $7, $8, $9)
-                     ON CONFLICT (scope, key) DO NOTHING
-                     RETURNING created_at",
-                    &[
-                        &call.scope,
-                        &call.key,
-                        &call.tool,
-                        &call.fingerprint,
-                        &call.response,
-                        &call.is_error,
-                        &(call.index_generation as i64),
-                        &now,
-                        &now.saturating_add(shared.ttl_ms),
-                    ],
-                )
-                .await?;
-            if inserted.is_none() {
+            if !insert_key(&tx, call, now, now.saturating_add(shared.ttl_ms)).await? {
                 // Another call with this key committed first (or a record `gc` left as an
                 // audit row only): nothing of this one is written.
                 drop(tx);
@@ -98,46 +175,27 @@ impl PgLedger {
                     now,
                 ));
             }
-            let counted = tx
-                .query_opt(
-                    "INSERT INTO usage_windows AS w (scope, window_secs, window_start, used)
-                     VALUES ($1, $2, $3, 1)
-                     ON CONFLICT (scope, window_secs, window_start)
-                       DO UPDATE SET used = w.used + 1 WHERE w.used < $4
-                     RETURNING used",
-                    &[
-                        &call.scope,
-                        &(call.window_secs as i64),
-                        &window,
-                        &(call.quota as i64),
-                    ],
-                )
-                .await?;
-            if counted.is_none() || call.quota == 0 {
+            if !count_unit(&tx, call, window).await? || call.quota == 0 {
                 return Ok((RecordOutcome::OverQuota, now));
             }
-            let audited = tx
-                .execute(
-                    "INSERT INTO audit_events (scope, key, key_source, tool, fingerprint, arguments,
-                         outcome, n_hits, index_generation, created_at, served_by)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-                     ON CONFLICT (scope, key) DO NOTHING",
-                    &[
-                        &call.scope,
-                        &call.key,
-                        &call.key_source,
-                        &call.tool,
-                        &call.fingerprint,
-                        &call.arguments,
-                        &call.outcome,
-                        &(call.n_hits as i64),
-                        &(call.index_generation as i64),
-                        &now,
-                        &shared.served_by,
-                    ],
-                )
-                .await?;
-            if audited == 0 {
+            let audited = insert_audit(
+                &tx,
+                &AuditFields {
+                    scope: call.scope,
+                    key: call.key,
+                    key_source: call.key_source,
+                    tool: call.tool,
+                    fingerprint: call.fingerprint,
+                    arguments: call.arguments,
+                    outcome: call.outcome,
+                    n_hits: call.n_hits as i64,
+                    index_generation: call.index_generation as i64,
+                    created_at: now,
+                    served_by: shared.served_by,
+                },
+            )
+            .await?;
+            if !audited {
                 // The key record was pruned by `gc` after this call was made: it is answered as
                 // a late retry, never logged or counted twice.
                 let fingerprint: Vec<u8> = tx
@@ -219,24 +277,21 @@ impl PgLedger {
         self.run("forward spooled calls", Budget::Command, async |conn| {
             let tx = conn.transaction().await?;
             for call in calls {
-                tx.execute(
-                    "INSERT INTO audit_events (scope, key, key_source, tool, fingerprint,
-                         arguments, outcome, n_hits, index_generation, created_at, served_by)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-                     ON CONFLICT (scope, key) DO NOTHING",
-                    &[
-                        &call.scope,
-                        &call.key,
-                        &call.key_source,
-                        &call.tool,
-                        &call.fingerprint,
-                        &call.arguments,
-                        &call.outcome,
-                        &call.n_hits,
-                        &call.index_generation,
-                        &call.created_at,
-                        &served_by,
-                    ],
+                insert_audit(
+                    &tx,
+                    &AuditFields {
+                        scope: &call.scope,
+                        key: &call.key,
+                        key_source: &call.key_source,
+                        tool: &call.tool,
+                        fingerprint: &call.fingerprint,
+                        arguments: &call.arguments,
+                        outcome: &call.outcome,
+                        n_hits: call.n_hits,
+                        index_generation: call.index_generation,
+                        created_at: call.created_at,
+                        served_by,
+                    },
                 )
                 .await?;
                 if call.window_secs > 0 {
