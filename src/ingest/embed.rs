@@ -109,23 +109,9 @@ fn embed_store(
         None => cached_model_fingerprint(store, config)?,
     };
     let generation = store.ledger().generation()?;
-    if store.ledger().model_complete_at(&fingerprint)? == Some(generation)
-        && store
-            .ledger()
-            .active_model()?
-            .is_some_and(|m| m.fingerprint == fingerprint)
-    {
-        // Nothing changed since this model's vectors covered every chunk: no count needed.
-        let chunks = store.ledger().chunk_count()?;
-        store.sync_vectors()?;
-        return Ok(EmbedReport {
-            model: fingerprint.to_hex(),
-            vectors: chunks,
-            chunks,
-            active: true,
-            duration_ms: started.elapsed().as_millis() as u64,
-            ..EmbedReport::default()
-        });
+    if let Some(mut report) = already_complete(store, &fingerprint, generation)? {
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        return Ok(report);
     }
     let before = store.ledger().vector_coverage(&fingerprint)?;
     let mut report = EmbedReport {
@@ -135,6 +121,68 @@ fn embed_store(
         ..EmbedReport::default()
     };
     let missing = before.chunks - before.vectors;
+    embed_chunks(
+        store,
+        config,
+        loaded,
+        &fingerprint,
+        missing,
+        interrupt,
+        progress,
+        &mut report,
+    )?;
+    settle_model(store, &fingerprint, generation, &mut report)?;
+    store.sync_vectors()?;
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
+}
+
+/// The report of a model whose vectors covered every chunk at `generation`, the store's
+/// generation now: nothing changed since, so nothing is counted or embedded.
+fn already_complete(
+    store: &mut Store,
+    fingerprint: &Fingerprint,
+    generation: crate::ids::Generation,
+) -> Result<Option<EmbedReport>> {
+    let fingerprint = *fingerprint;
+    if store.ledger().model_complete_at(&fingerprint)? == Some(generation)
+        && store
+            .ledger()
+            .active_model()?
+            .is_some_and(|m| m.fingerprint == fingerprint)
+    {
+        // Nothing changed since this model's vectors covered every chunk: no count needed.
+        let chunks = store.ledger().chunk_count()?;
+        store.sync_vectors()?;
+        return Ok(Some(EmbedReport {
+            model: fingerprint.to_hex(),
+            vectors: chunks,
+            chunks,
+            active: true,
+            ..EmbedReport::default()
+        }));
+    }
+    Ok(None)
+}
+
+/// Embeds the `missing` chunks with the model (`loaded`, or loaded from `config` when there
+/// are any), recording and activating it first as needed. On a failure the vector index
+/// follows what was committed before it.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the embedding run's parts, each as the caller holds it"
+)]
+fn embed_chunks(
+    store: &mut Store,
+    config: &ModelConfig,
+    loaded: Option<&dyn Embedder>,
+    fingerprint: &Fingerprint,
+    missing: u64,
+    interrupt: &Interrupt,
+    progress: &dyn Progress,
+    report: &mut EmbedReport,
+) -> Result<()> {
+    let fingerprint = *fingerprint;
     let owned;
     let model: Option<&dyn Embedder> = match (missing, loaded) {
         (0, _) => None,
@@ -170,7 +218,7 @@ fn embed_store(
             missing,
             interrupt,
             progress,
-            &mut report,
+            report,
         );
         if let Err(err) = paged {
             // What was committed before the failure is searchable: the vector index follows it.
@@ -180,6 +228,18 @@ fn embed_store(
             return Err(err);
         }
     }
+    Ok(())
+}
+
+/// Records the model's coverage in the report; makes the model active once its vectors cover
+/// every chunk, and records it complete at `generation`.
+fn settle_model(
+    store: &mut Store,
+    fingerprint: &Fingerprint,
+    generation: crate::ids::Generation,
+    report: &mut EmbedReport,
+) -> Result<()> {
+    let fingerprint = *fingerprint;
     let after = store.ledger().vector_coverage(&fingerprint)?;
     report.vectors = after.vectors;
     report.chunks = after.chunks;
@@ -198,9 +258,7 @@ fn embed_store(
     if after.vectors == after.chunks {
         store.mark_model_complete(&fingerprint, generation)?;
     }
-    store.sync_vectors()?;
-    report.duration_ms = started.elapsed().as_millis() as u64;
-    Ok(report)
+    Ok(())
 }
 
 /// Gives the model every chunk without a vector, a page at a time, each page one transaction.
