@@ -271,24 +271,7 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
 fn verify_vectors(reader: &StoreReader) -> Result<Option<VectorCheck>> {
     let path = crate::vectors::path(&reader.paths().dir);
     let file = crate::vectors::VectorSet::read_rows(&path);
-    let ledger = reader.ledger()?;
-    let found = ledger.read_snapshot(|ledger| {
-        let Some(model) = ledger.active_model()? else {
-            return Ok(None);
-        };
-        let mut ids = Vec::new();
-        ledger.for_each_vector(&model.fingerprint, |id, _| {
-            ids.push(id);
-            Ok(())
-        })?;
-        let damaged = ledger.damaged_vectors(&model.fingerprint, model.dims)?;
-        let marker = crate::vectors::Marker {
-            fingerprint: model.fingerprint,
-            generation: ledger.generation()?,
-            vector_seq: ledger.vector_seq()?,
-        };
-        Ok(Some((marker, model.dims, ids, damaged)))
-    })?;
+    let found = ledger_vectors(reader)?;
     let Some((wanted, dims, ledger_ids, damaged)) = found else {
         return Ok(None);
     };
@@ -304,17 +287,7 @@ fn verify_vectors(reader: &StoreReader) -> Result<Option<VectorCheck>> {
         identical: false,
     };
     if !damaged.is_empty() {
-        let named: Vec<String> = damaged.iter().take(10).map(ChunkId::to_hex).collect();
-        check.problem = Some(format!(
-            "the ledger's vectors of {} chunk(s) are not {dims} numbers (damaged): {}{}\nhint: run `groundidx rebuild` (it removes them; the next ingest with the model embeds them again)",
-            damaged.len(),
-            named.join(", "),
-            if damaged.len() > named.len() {
-                ", …"
-            } else {
-                ""
-            }
-        ));
+        check.problem = Some(damaged_problem(&damaged, dims));
         return Ok(Some(check));
     }
     let set = match file {
@@ -344,7 +317,60 @@ fn verify_vectors(reader: &StoreReader) -> Result<Option<VectorCheck>> {
         check.lag_only = true;
         return Ok(Some(check));
     }
-    let index_ids = set.ids();
+    compare_ids(&mut check, &ledger_ids, set.ids());
+    check.lag_only =
+        !check.identical && set.marker != wanted && check.duplicated_in_index.is_empty();
+    Ok(Some(check))
+}
+
+/// The ledger's side of the vector check, in one snapshot: the marker the vector index must
+/// carry, the dimensions, the chunks with a vector of the active model, and those damaged.
+/// `None` when no model is active.
+#[allow(
+    clippy::type_complexity,
+    reason = "one snapshot's four readings, unpacked at once"
+)]
+fn ledger_vectors(
+    reader: &StoreReader,
+) -> Result<Option<(crate::vectors::Marker, usize, Vec<ChunkId>, Vec<ChunkId>)>> {
+    let ledger = reader.ledger()?;
+    ledger.read_snapshot(|ledger| {
+        let Some(model) = ledger.active_model()? else {
+            return Ok(None);
+        };
+        let mut ids = Vec::new();
+        ledger.for_each_vector(&model.fingerprint, |id, _| {
+            ids.push(id);
+            Ok(())
+        })?;
+        let damaged = ledger.damaged_vectors(&model.fingerprint, model.dims)?;
+        let marker = crate::vectors::Marker {
+            fingerprint: model.fingerprint,
+            generation: ledger.generation()?,
+            vector_seq: ledger.vector_seq()?,
+        };
+        Ok(Some((marker, model.dims, ids, damaged)))
+    })
+}
+
+/// What `verify` says of the ledger's damaged vectors: up to ten of them by chunk, and the fix.
+fn damaged_problem(damaged: &[ChunkId], dims: usize) -> String {
+    let named: Vec<String> = damaged.iter().take(10).map(ChunkId::to_hex).collect();
+    format!(
+        "the ledger's vectors of {} chunk(s) are not {dims} numbers (damaged): {}{}\nhint: run `groundidx rebuild` (in a store of its own it removes them and the next ingest with the model embeds them again; a replica's are the shared ledger's copy: remove its store folder and run `groundidx sync`)",
+        damaged.len(),
+        named.join(", "),
+        if damaged.len() > named.len() {
+            ", …"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Compares the chunks with a vector in the ledger and in the vector index: missing, extra and
+/// duplicated ones, and whether they are identical.
+fn compare_ids(check: &mut VectorCheck, ledger_ids: &[ChunkId], index_ids: &[ChunkId]) {
     let mut duplicated: Vec<String> = index_ids
         .windows(2)
         .filter(|pair| pair[0] == pair[1])
@@ -368,7 +394,4 @@ fn verify_vectors(reader: &StoreReader) -> Result<Option<VectorCheck>> {
     check.identical = check.missing_from_index.is_empty()
         && check.extra_in_index.is_empty()
         && check.duplicated_in_index.is_empty();
-    check.lag_only =
-        !check.identical && set.marker != wanted && check.duplicated_in_index.is_empty();
-    Ok(Some(check))
 }
