@@ -2,7 +2,7 @@
 
 use clap::builder::TypedValueParser as _;
 use groundidx::Result;
-use groundidx::agent::tools::filter::normalise_path;
+
 use groundidx::ledger::ChunkFilter;
 use groundidx::search::{self, SearchRequest, SearchResponse};
 use groundidx::store::StoreReader;
@@ -104,7 +104,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         query: args.query.clone(),
         top_k: args.top_k,
         filter: ChunkFilter {
-            path_prefix: args.path.as_deref().and_then(normalise_path),
+            path_prefix: args.path.as_deref().and_then(ChunkFilter::normalise_path),
             path_glob: args.glob.clone(),
             tags: args.tag.clone(),
             root,

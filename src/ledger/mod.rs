@@ -195,6 +195,13 @@ pub struct ChunkFilter {
 }
 
 impl ChunkFilter {
+    /// A path as a filter compares it, from the CLI or a tool alike: relative to its root,
+    /// without a leading `./`; `None` for a path that names no file (empty, or `./` alone).
+    pub fn normalise_path(path: &str) -> Option<String> {
+        let trimmed = path.trim_start_matches("./");
+        (!trimmed.is_empty()).then(|| trimmed.to_string())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.path_prefix.is_none()
             && self.path_glob.is_none()

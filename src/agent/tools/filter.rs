@@ -40,12 +40,6 @@ pub(crate) const FILTER_TYPES: [FieldType; 5] = [
     ),
 ];
 
-/// A path as a filter compares it: relative to its root, without a leading `./`.
-pub fn normalise_path(path: &str) -> Option<String> {
-    let trimmed = path.trim_start_matches("./");
-    (!trimmed.is_empty()).then(|| trimmed.to_string())
-}
-
 /// The filter in `arguments` (absent fields filter nothing). The root stays as the caller
 /// named it until `resolve_root`.
 pub fn parse(arguments: &Value) -> Result<ChunkFilter, ArgumentError> {
@@ -103,7 +97,7 @@ pub fn parse(arguments: &Value) -> Result<ChunkFilter, ArgumentError> {
         path_glob(pattern).map_err(ArgumentError::Invalid)?;
     }
     Ok(ChunkFilter {
-        path_prefix: text("path_prefix").and_then(normalise_path),
+        path_prefix: text("path_prefix").and_then(ChunkFilter::normalise_path),
         path_glob: glob,
         tags,
         root: text("root").map(str::to_string),

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::agent::cursor::{Cursor, CursorKey};
-use crate::agent::tools::filter::{self, normalise_path};
+use crate::agent::tools::filter;
 use crate::agent::tools::{ArgumentError, FieldType, ToolAnswer, ToolError, check_types, shown};
 use crate::error::Result;
 use crate::ids::{ChunkId, Generation};
@@ -185,7 +185,7 @@ pub(crate) fn parse_read(arguments: &Value) -> Result<ReadRequest, ArgumentError
     check_types(arguments, &READ_TYPES)?;
     let text = |name: &str| arguments.get(name).and_then(Value::as_str);
     let path = match text("path") {
-        Some(path) => Some(normalise_path(path).ok_or_else(|| {
+        Some(path) => Some(ChunkFilter::normalise_path(path).ok_or_else(|| {
             ArgumentError::Invalid("path must name a file, relative to its root".into())
         })?),
         None => None,
