@@ -962,13 +962,8 @@ pub fn gc(store_dir: &Path, now_ms: i64) -> Result<u64> {
 /// nothing a reader or writer uses goes away. A replica is refused: what it holds is the shared
 /// ledger's, and rows removed here alone (behind the replica's position) would never come back.
 pub fn gc_vectors(store_dir: &Path) -> Result<crate::ledger::VectorGc> {
-    let paths = StorePaths::new(store_dir);
-    if !paths.ledger().exists() {
-        return Err(Error::NoStore {
-            path: store_dir.to_path_buf(),
-        });
-    }
-    let mut ledger = Ledger::open(&paths.ledger(), Access::ReadWrite)?;
+    let path = StorePaths::new(store_dir).existing_ledger()?;
+    let mut ledger = Ledger::open(&path, Access::ReadWrite)?;
     if ledger.replica_state()?.is_some() {
         return Err(Error::Usage(format!(
             "the store at {} is a replica of a shared ledger; gc without it would remove rows the shared ledger still holds\nhint: pass the same --ledger postgres://… (gc then collects the shared ledger, and every replica follows at its next sync)",

@@ -64,12 +64,7 @@ pub(crate) struct LocalCalls {
 impl LocalCalls {
     /// Opens the ledger of the store at `dir` (which must exist) for the agent path.
     pub fn open(dir: &Path, busy_timeout: Duration) -> Result<LocalCalls> {
-        let path = StorePaths::new(dir).ledger();
-        if !path.exists() {
-            return Err(Error::NoStore {
-                path: dir.to_path_buf(),
-            });
-        }
+        let path = StorePaths::new(dir).existing_ledger()?;
         let writes = if crate::ledger::on_read_only_mount(&path) {
             None
         } else {

@@ -29,9 +29,7 @@ struct RebuildReport {
 
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     let dir = cli.store_dir();
-    if !dir.join("ledger.sqlite").exists() {
-        return Err(groundidx::Error::NoStore { path: dir });
-    }
+    groundidx::store::StorePaths::new(&dir).existing_ledger()?;
     let (store, generation) =
         Store::open_writer_to_rebuild(&dir, args.wait.lock_wait(), args.id_fields.store_config())?;
     let chunks = store.ledger().counts()?.chunks;

@@ -68,6 +68,18 @@ impl StorePaths {
         self.dir.join("ledger.sqlite")
     }
 
+    /// The ledger's path, when there is one: a reader never creates a store, so without a
+    /// ledger it fails with `Error::NoStore`.
+    pub fn existing_ledger(&self) -> Result<PathBuf> {
+        let path = self.ledger();
+        if !path.exists() {
+            return Err(Error::NoStore {
+                path: self.dir.clone(),
+            });
+        }
+        Ok(path)
+    }
+
     pub fn index(&self) -> PathBuf {
         self.dir.join("index")
     }
@@ -871,13 +883,8 @@ pub(crate) fn find_recorded_model(ledger: &Ledger) -> Result<RecordedModelLookup
 /// the ledger alone (`export`, `status`, `audit`, `usage`), which must work while the index is
 /// missing or damaged. Fails with `Error::NoStore` when there is no ledger.
 pub fn open_ledger(dir: &Path) -> Result<Ledger> {
-    let paths = StorePaths::new(dir);
-    if !paths.ledger().exists() {
-        return Err(Error::NoStore {
-            path: dir.to_path_buf(),
-        });
-    }
-    Ledger::open(&paths.ledger(), Access::ReadOnly).map_err(|err| err.in_store(dir))
+    let path = StorePaths::new(dir).existing_ledger()?;
+    Ledger::open(&path, Access::ReadOnly).map_err(|err| err.in_store(dir))
 }
 
 /// The generation of the index's last commit, read from its `meta.json` without opening it.
@@ -917,12 +924,7 @@ impl StoreReader {
 
     fn open_at(dir: &Path) -> Result<StoreReader> {
         let paths = StorePaths::new(dir);
-        if !paths.ledger().exists() {
-            return Err(Error::NoStore {
-                path: dir.to_path_buf(),
-            });
-        }
-        let ledger = LedgerPool::open(&paths.ledger(), READ_CONNECTIONS)?;
+        let ledger = LedgerPool::open(&paths.existing_ledger()?, READ_CONNECTIONS)?;
         let index = Index::open_for_reading(&paths.index())?;
         // A vector index that cannot be read leaves lexical search working; `verify` reports
         // it and the next writer makes it again.
