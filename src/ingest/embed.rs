@@ -60,16 +60,15 @@ pub(crate) fn passage_text(chunk: &StoredChunk) -> String {
     }
 }
 
+/// The model's fingerprint (`store::model_fingerprint`), kept in the ledger's cache for the
+/// next run when it had to be computed for a local model's files.
 fn cached_model_fingerprint(store: &mut Store, config: &ModelConfig) -> Result<Fingerprint> {
-    let Some(stat_key) = embed::stat_key(config)? else {
-        // A remote model: its server's answer to the probe is the only way to know it.
-        return crate::store::model_fingerprint(store.ledger(), config);
-    };
-    if let Some(fingerprint) = store.ledger().cached_fingerprint(&stat_key)? {
-        return Ok(fingerprint);
+    let fingerprint = crate::store::model_fingerprint(store.ledger(), config)?;
+    if let Some(stat_key) = embed::stat_key(config)?
+        && store.ledger().cached_fingerprint(&stat_key)? != Some(fingerprint)
+    {
+        store.cache_fingerprint(&stat_key, &fingerprint)?;
     }
-    let fingerprint = embed::fingerprint(config, &[])?;
-    store.cache_fingerprint(&stat_key, &fingerprint)?;
     Ok(fingerprint)
 }
 
