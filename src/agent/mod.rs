@@ -675,35 +675,17 @@ impl Agent {
             ArgumentError::UnknownTool(name) => CallError::UnknownTool(name),
             ArgumentError::Invalid(why) => CallError::InvalidArguments(why),
         })?;
-        let (key, key_source) = match &call.key {
-            Some(key) => (key.stored()?, KeySource::Caller),
-            None => (format!("srv-{}", uuid::Uuid::new_v4()), KeySource::Server),
-        };
-        let arguments = canonical_json(&call.arguments);
-        let fingerprint = ids::fingerprint(
-            canonical_json(&json!({"tool": call.tool, "arguments": call.arguments})).as_bytes(),
-        );
-
+        let identity = CallIdentity::of(call)?;
         // A replay is answered before anything runs: it costs nothing and is served even over
         // the quota.
-        let mut late = false;
-        if key_source == KeySource::Caller {
-            let lookup = self.recorder.lookup(&call.scope, &key)?;
-            match self.settle(lookup, &fingerprint, &key)? {
+        let late = match identity.source {
+            KeySource::Caller => match self.look_up(&call.scope, &identity)? {
                 Settled::Answer(response) => return Ok(response),
-                Settled::Late => late = true,
-                // A retry with this key must get this call's answer, which only a record
-                // can give.
-                Settled::Execute if !self.recorder.records_new_keys() => {
-                    return Err(CallError::Unavailable(format!(
-                        "the store at {} is on a read-only file system, so a call with a new idempotency key cannot be recorded; call without a key to search it unrecorded",
-                        self.store_dir.display()
-                    )));
-                }
-                Settled::Execute => {}
-            }
-        }
-
+                Settled::Late => true,
+                Settled::Execute => false,
+            },
+            KeySource::Server => false,
+        };
         let answer: ToolAnswer = {
             let Some(reader) = self.current_reader() else {
                 return Err(CallError::Unavailable(format!(
@@ -714,9 +696,43 @@ impl Agent {
             self.run(&reader, &request)?
         };
         if late {
-            return Ok(fresh(answer, Replayed::Late, key, key_source));
+            return Ok(fresh(answer, Replayed::Late, identity.key, identity.source));
         }
+        self.record(call, identity, answer, now_ms, cancelled)
+    }
 
+    /// How a caller's key was used: answer the stored call, answer late (pruned), or execute,
+    /// which a store that cannot record a new key refuses (a retry must get this call's
+    /// answer, which only a record can give).
+    fn look_up(&self, scope: &str, identity: &CallIdentity) -> Result<Settled, CallError> {
+        let lookup = self.recorder.lookup(scope, &identity.key)?;
+        match self.settle(lookup, &identity.fingerprint, &identity.key)? {
+            Settled::Execute if !self.recorder.records_new_keys() => {
+                Err(CallError::Unavailable(format!(
+                    "the store at {} is on a read-only file system, so a call with a new idempotency key cannot be recorded; call without a key to search it unrecorded",
+                    self.store_dir.display()
+                )))
+            }
+            settled => Ok(settled),
+        }
+    }
+
+    /// Records an executed call (its key, audit row and unit) and answers it: fresh, read-only,
+    /// cancelled, over the quota, or as the call with its key that committed first.
+    fn record(
+        &self,
+        call: &ToolCall,
+        identity: CallIdentity,
+        answer: ToolAnswer,
+        now_ms: i64,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<CallResponse, CallError> {
+        let CallIdentity {
+            key,
+            source: key_source,
+            fingerprint,
+            arguments,
+        } = identity;
         let limit = self.config.rate_limit;
         let window_start = crate::clock::window_start(now_ms, limit.window_secs);
         let new_call = NewCall {
@@ -870,6 +886,33 @@ impl Agent {
                 key: key.to_string(),
             }),
         }
+    }
+}
+
+/// What names a call for its record: its key (the caller's, or one the server makes), who made
+/// the key, the fingerprint of its tool and arguments, and the arguments as the audit row keeps
+/// them.
+struct CallIdentity {
+    key: String,
+    source: KeySource,
+    fingerprint: [u8; 32],
+    arguments: String,
+}
+
+impl CallIdentity {
+    fn of(call: &ToolCall) -> Result<CallIdentity, CallError> {
+        let (key, source) = match &call.key {
+            Some(key) => (key.stored()?, KeySource::Caller),
+            None => (format!("srv-{}", uuid::Uuid::new_v4()), KeySource::Server),
+        };
+        Ok(CallIdentity {
+            key,
+            source,
+            fingerprint: ids::fingerprint(
+                canonical_json(&json!({"tool": call.tool, "arguments": call.arguments})).as_bytes(),
+            ),
+            arguments: canonical_json(&call.arguments),
+        })
     }
 }
 
