@@ -113,76 +113,11 @@ impl PgLedger {
                 }));
             }
             let seq = (meta.log_seq + 1) as i64;
-            let old: Vec<Vec<u8>> = tx
-                .query(
-                    "SELECT s.doc_hash FROM sources s
-                       JOIN unnest($1::text[], $2::text[]) AS t(root, path)
-                         ON s.root = t.root AND s.path = t.path",
-                    &[&args.roots, &args.paths],
-                )
-                .await?
-                .iter()
-                .map(|row| row.get(0))
-                .collect();
-            tx.execute(
-                "DELETE FROM sources s USING unnest($1::text[], $2::text[]) AS t(root, path)
-                  WHERE s.root = t.root AND s.path = t.path",
-                &[&args.roots, &args.paths],
-            )
-            .await?;
-            tx.execute(
-                "INSERT INTO sources (root, path, doc_hash)
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[])",
-                &[&args.kept_roots, &args.kept_paths, &args.kept_docs],
-            )
-            .await?;
+            let old = write_sources(&tx, &args).await?;
             write_documents(&tx, &args).await?;
-            tx.execute(
-                "WITH gone AS (
-                     DELETE FROM documents d WHERE d.doc_hash = ANY($1)
-                        AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.doc_hash = d.doc_hash)
-                     RETURNING doc_hash),
-                   tags AS (DELETE FROM doc_tags WHERE doc_hash IN (SELECT doc_hash FROM gone))
-                 DELETE FROM doc_chunks WHERE doc_hash IN (SELECT doc_hash FROM gone)",
-                &[&old],
-            )
-            .await?;
-            tx.execute(
-                "INSERT INTO chunks (chunk_id, heading, text)
-                 SELECT * FROM unnest($1::bytea[], $2::text[], $3::text[])
-                 ON CONFLICT (chunk_id) DO NOTHING",
-                &[&args.chunk_ids, &args.chunk_headings, &args.chunk_texts],
-            )
-            .await?;
-            tx.execute(
-                "DELETE FROM chunks c WHERE c.chunk_id = ANY($1)
-                    AND NOT EXISTS (SELECT 1 FROM doc_chunks d WHERE d.chunk_id = c.chunk_id)",
-                &[&args.gone_chunks],
-            )
-            .await?;
-            tx.execute(
-                "INSERT INTO chunk_log (seq, generation, op, chunk_id)
-                 SELECT $1, g, op, id FROM unnest($2::int8[], $3::text[], $4::bytea[]) AS t(g, op, id)",
-                &[&seq, &args.log_generations, &args.log_ops, &args.log_ids],
-            )
-            .await?;
-            tx.execute(
-                "INSERT INTO source_log (seq, root, path)
-                 SELECT $1, r, p FROM unnest($2::text[], $3::text[]) AS t(r, p)",
-                &[&seq, &args.roots, &args.paths],
-            )
-            .await?;
-            let token = uuid::Uuid::new_v4().to_string();
-            tx.execute(
-                "INSERT INTO log_tokens (seq, token) VALUES ($1, $2)",
-                &[&seq, &token],
-            )
-            .await?;
-            tx.execute(
-                "UPDATE ledger_meta SET log_seq = $1, generation = $2, log_token = $3 WHERE id = 1",
-                &[&seq, &(changes.generation.0 as i64), &token],
-            )
-            .await?;
+            release_documents(&tx, &old).await?;
+            write_chunks(&tx, &args).await?;
+            let token = append_log(&tx, seq, changes.generation.0 as i64, &args).await?;
             crash_point("shared.before_commit");
             tx.commit().await?;
             Ok(ReplicaState {
@@ -510,6 +445,105 @@ impl PgLedger {
             })
         })
     }
+}
+
+/// Sets every source the batch names to what it holds now (deleted, then the kept ones
+/// inserted); returns the documents they held before.
+async fn write_sources(
+    tx: &Tx<'_>,
+    args: &PublishArgs,
+) -> std::result::Result<Vec<Vec<u8>>, PgError> {
+    let old: Vec<Vec<u8>> = tx
+        .query(
+            "SELECT s.doc_hash FROM sources s
+               JOIN unnest($1::text[], $2::text[]) AS t(root, path)
+                 ON s.root = t.root AND s.path = t.path",
+            &[&args.roots, &args.paths],
+        )
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    tx.execute(
+        "DELETE FROM sources s USING unnest($1::text[], $2::text[]) AS t(root, path)
+          WHERE s.root = t.root AND s.path = t.path",
+        &[&args.roots, &args.paths],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO sources (root, path, doc_hash)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[])",
+        &[&args.kept_roots, &args.kept_paths, &args.kept_docs],
+    )
+    .await?;
+    Ok(old)
+}
+
+/// Releases each of `old` that no source holds any more (its row, tags and chunk list).
+async fn release_documents(tx: &Tx<'_>, old: &[Vec<u8>]) -> std::result::Result<(), PgError> {
+    tx.execute(
+        "WITH gone AS (
+             DELETE FROM documents d WHERE d.doc_hash = ANY($1)
+                AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.doc_hash = d.doc_hash)
+             RETURNING doc_hash),
+           tags AS (DELETE FROM doc_tags WHERE doc_hash IN (SELECT doc_hash FROM gone))
+         DELETE FROM doc_chunks WHERE doc_hash IN (SELECT doc_hash FROM gone)",
+        &[&old],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Writes the batch's new chunks, and deletes each logged one no document references.
+async fn write_chunks(tx: &Tx<'_>, args: &PublishArgs) -> std::result::Result<(), PgError> {
+    tx.execute(
+        "INSERT INTO chunks (chunk_id, heading, text)
+         SELECT * FROM unnest($1::bytea[], $2::text[], $3::text[])
+         ON CONFLICT (chunk_id) DO NOTHING",
+        &[&args.chunk_ids, &args.chunk_headings, &args.chunk_texts],
+    )
+    .await?;
+    tx.execute(
+        "DELETE FROM chunks c WHERE c.chunk_id = ANY($1)
+            AND NOT EXISTS (SELECT 1 FROM doc_chunks d WHERE d.chunk_id = c.chunk_id)",
+        &[&args.gone_chunks],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Appends the batch to the log at `seq` (its chunk and source rows, a new token) and moves
+/// the counter row there; returns the token.
+async fn append_log(
+    tx: &Tx<'_>,
+    seq: i64,
+    generation: i64,
+    args: &PublishArgs,
+) -> std::result::Result<String, PgError> {
+    tx.execute(
+        "INSERT INTO chunk_log (seq, generation, op, chunk_id)
+         SELECT $1, g, op, id FROM unnest($2::int8[], $3::text[], $4::bytea[]) AS t(g, op, id)",
+        &[&seq, &args.log_generations, &args.log_ops, &args.log_ids],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO source_log (seq, root, path)
+         SELECT $1, r, p FROM unnest($2::text[], $3::text[]) AS t(r, p)",
+        &[&seq, &args.roots, &args.paths],
+    )
+    .await?;
+    let token = uuid::Uuid::new_v4().to_string();
+    tx.execute(
+        "INSERT INTO log_tokens (seq, token) VALUES ($1, $2)",
+        &[&seq, &token],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE ledger_meta SET log_seq = $1, generation = $2, log_token = $3 WHERE id = 1",
+        &[&seq, &generation, &token],
+    )
+    .await?;
+    Ok(token)
 }
 
 fn source_of(row: &tokio_postgres::Row) -> Result<SourceRow> {
