@@ -99,6 +99,89 @@ struct Layers<'a> {
 }
 
 impl Layers<'_> {
+    /// The settings every command takes: the store, and the shared ledger with its schema and
+    /// CA file.
+    fn globals(&mut self, cli: &mut Cli) {
+        let store = self.file_path(|f| f.store.as_ref()).map(Some);
+        self.layer(
+            "store",
+            "--store",
+            Some("GROUNDIDX_STORE"),
+            &mut cli.store,
+            store,
+        );
+        // Shown as the folder used, the default one included.
+        if let Some(shown) = self.shown.last_mut() {
+            shown.value = serde_json::to_value(cli.store_dir()).unwrap_or_default();
+        }
+        let ledger = self.file.and_then(|f| f.settings.ledger.clone()).map(Some);
+        self.layer(
+            "ledger",
+            "--ledger",
+            Some("GROUNDIDX_LEDGER"),
+            &mut cli.ledger,
+            ledger,
+        );
+        // Shown without its password.
+        if let Some(shown) = self.shown.last_mut() {
+            shown.value = serde_json::to_value(
+                cli.ledger
+                    .as_deref()
+                    .map(groundidx::ledger::postgres::redact),
+            )
+            .unwrap_or_default();
+        }
+        let schema = self.file.and_then(|f| f.settings.ledger_schema.clone());
+        self.layer(
+            "ledger_schema",
+            "--ledger-schema",
+            Some("GROUNDIDX_LEDGER_SCHEMA"),
+            &mut cli.ledger_schema,
+            schema,
+        );
+        let ca = self.file_path(|f| f.ledger_ca.as_ref()).map(Some);
+        self.layer(
+            "ledger_ca",
+            "--ledger-ca",
+            Some("GROUNDIDX_LEDGER_CA"),
+            &mut cli.ledger_ca,
+            ca,
+        );
+    }
+
+    /// The settings of the command being run.
+    fn subcommand(&mut self, command: &mut Command) -> Result<()> {
+        match command {
+            Command::Ingest(args) => {
+                self.roots(&mut args.roots);
+                self.index(&mut args.index);
+                self.embed(&mut args.embed)?;
+            }
+            Command::Serve(args) => {
+                self.http(&mut args.http);
+                self.agent(&mut args.agent);
+                self.index(&mut args.index);
+                self.embed(&mut args.embed)?;
+            }
+            Command::Mcp(args) => {
+                self.agent(&mut args.agent);
+                self.embed(&mut args.embed)?;
+            }
+            Command::Search(args) => self.embed(&mut args.embed)?,
+            Command::Embed(args) => self.embed(&mut args.embed)?,
+            Command::Rebuild(args) => self.id_fields(&mut args.id_fields),
+            Command::Config(args) => {
+                self.roots(&mut args.roots);
+                self.index(&mut args.index);
+                self.agent(&mut args.agent);
+                self.http(&mut args.http);
+                self.embed(&mut args.embed)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// Where clap found `id`: the command line, the environment, or neither.
     fn given(&self, id: &str, flag: &str, env: Option<&str>) -> Option<Source> {
         if !self.matches.ids().any(|known| known.as_str() == id) {
@@ -367,85 +450,10 @@ pub fn apply(cli: &mut Cli, matches: &ArgMatches) -> Result<Vec<Setting>> {
         shown: Vec::new(),
         overridden: Vec::new(),
     };
-    let store = layers.file_path(|f| f.store.as_ref()).map(Some);
-    layers.layer(
-        "store",
-        "--store",
-        Some("GROUNDIDX_STORE"),
-        &mut cli.store,
-        store,
-    );
-    // Shown as the folder used, the default one included.
-    if let Some(shown) = layers.shown.last_mut() {
-        shown.value = serde_json::to_value(cli.store_dir()).unwrap_or_default();
-    }
-    let ledger = file
-        .as_ref()
-        .and_then(|f| f.settings.ledger.clone())
-        .map(Some);
-    layers.layer(
-        "ledger",
-        "--ledger",
-        Some("GROUNDIDX_LEDGER"),
-        &mut cli.ledger,
-        ledger,
-    );
-    // Shown without its password.
-    if let Some(shown) = layers.shown.last_mut() {
-        shown.value = serde_json::to_value(
-            cli.ledger
-                .as_deref()
-                .map(groundidx::ledger::postgres::redact),
-        )
-        .unwrap_or_default();
-    }
-    let schema = file.as_ref().and_then(|f| f.settings.ledger_schema.clone());
-    layers.layer(
-        "ledger_schema",
-        "--ledger-schema",
-        Some("GROUNDIDX_LEDGER_SCHEMA"),
-        &mut cli.ledger_schema,
-        schema,
-    );
-    let ca = layers.file_path(|f| f.ledger_ca.as_ref()).map(Some);
-    layers.layer(
-        "ledger_ca",
-        "--ledger-ca",
-        Some("GROUNDIDX_LEDGER_CA"),
-        &mut cli.ledger_ca,
-        ca,
-    );
-
+    layers.globals(cli);
     if let Some((_, sub)) = matches.subcommand() {
         layers.matches = sub;
-        match &mut cli.command {
-            Command::Ingest(args) => {
-                layers.roots(&mut args.roots);
-                layers.index(&mut args.index);
-                layers.embed(&mut args.embed)?;
-            }
-            Command::Serve(args) => {
-                layers.http(&mut args.http);
-                layers.agent(&mut args.agent);
-                layers.index(&mut args.index);
-                layers.embed(&mut args.embed)?;
-            }
-            Command::Mcp(args) => {
-                layers.agent(&mut args.agent);
-                layers.embed(&mut args.embed)?;
-            }
-            Command::Search(args) => layers.embed(&mut args.embed)?,
-            Command::Embed(args) => layers.embed(&mut args.embed)?,
-            Command::Rebuild(args) => layers.id_fields(&mut args.id_fields),
-            Command::Config(args) => {
-                layers.roots(&mut args.roots);
-                layers.index(&mut args.index);
-                layers.agent(&mut args.agent);
-                layers.http(&mut args.http);
-                layers.embed(&mut args.embed)?;
-            }
-            _ => {}
-        }
+        layers.subcommand(&mut cli.command)?;
     }
     layers.check_bad_values(matches)?;
     Ok(layers.shown)
