@@ -1,5 +1,5 @@
 //! Change sets: the rows one batch (or one range of the shared ledger's log) changed, copied by
-//! key between the local SQLite ledger and the shared PostgreSQL ledger, and their SQLite side.
+//! key between the local SQLite ledger and the shared PostgreSQL ledger.
 //!
 //! With a shared ledger every host's store is a replica of it. A writer applies a batch to its
 //! replica as on a store of its own (`apply_batch`), collects the rows the batch changed into a

@@ -1,7 +1,7 @@
 //! The agent tool's servers: MCP over stdio, and MCP Streamable HTTP plus a JSON API.
 //!
-//! This is the only async module. It calls the synchronous core (`keys`) on blocking threads,
-//! writes only through `keys`, and reloads the index in the background so a running server
+//! It calls the synchronous core (`agent`) on blocking threads, writes the ledger only through
+//! `agent` (and through `ingest` under the writer lock for `serve --reindex`), and reloads the index in the background so a running server
 //! picks up each new generation within a fraction of a second.
 
 mod batch;

@@ -1,6 +1,7 @@
 //! The store's writer lock: an exclusive advisory lock on `<store>/lock`.
 //!
-//! Taken by ingest, rebuild and gc; never by readers. The operating system drops it when the
+//! Taken by every writer (`Store::open_writer`: ingest, embed, rebuild, a replica's sync);
+//! never by readers, nor by gc (which removes nothing a reader or writer uses). The operating system drops it when the
 //! process ends, however it ends, so a killed writer never leaves a stale lock behind.
 
 use std::fs::{File, OpenOptions, TryLockError};
