@@ -756,31 +756,7 @@ pub(crate) fn find_recorded_model(ledger: &Ledger) -> Result<RecordedModelLookup
             },
         });
     };
-    let candidates: Vec<ModelConfig> = match &recorded {
-        ModelConfig::Local(local) if local.dir.is_relative() => {
-            let store_dir = ledger.path().parent().unwrap_or(Path::new("."));
-            let mut dirs = vec![local.dir.clone()];
-            if let Some(store_parent) = store_dir.parent() {
-                dirs.push(store_parent.join(&local.dir));
-            }
-            dirs.push(store_dir.join(&local.dir));
-            let mut absolute: Vec<PathBuf> = dirs
-                .iter()
-                .filter_map(|dir| std::path::absolute(dir).ok())
-                .collect();
-            absolute.dedup();
-            absolute
-                .into_iter()
-                .map(|dir| {
-                    ModelConfig::Local(crate::embed::LocalConfig {
-                        dir,
-                        ..local.clone()
-                    })
-                })
-                .collect()
-        }
-        _ => vec![recorded.clone()],
-    };
+    let candidates = candidate_configs(ledger, &recorded);
     let mut found = Vec::new();
     let mut unreadable = Vec::new();
     let mut absence = ModelAbsence::Missing;
@@ -825,6 +801,54 @@ pub(crate) fn find_recorded_model(ledger: &Ledger) -> Result<RecordedModelLookup
             }
         }
     }
+    Ok(unusable(recorded, absence, &short, &found, &unreadable))
+}
+
+/// Where a recorded model may be now: the recorded config, or for a local folder recorded by a
+/// relative path, that path from the current folder, the store's parent folder and the store's
+/// folder.
+fn candidate_configs(
+    ledger: &Ledger,
+    recorded: &crate::embed::ModelConfig,
+) -> Vec<crate::embed::ModelConfig> {
+    use crate::embed::ModelConfig;
+    match recorded {
+        ModelConfig::Local(local) if local.dir.is_relative() => {
+            let store_dir = ledger.path().parent().unwrap_or(Path::new("."));
+            let mut dirs = vec![local.dir.clone()];
+            if let Some(store_parent) = store_dir.parent() {
+                dirs.push(store_parent.join(&local.dir));
+            }
+            dirs.push(store_dir.join(&local.dir));
+            let mut absolute: Vec<PathBuf> = dirs
+                .iter()
+                .filter_map(|dir| std::path::absolute(dir).ok())
+                .collect();
+            absolute.dedup();
+            absolute
+                .into_iter()
+                .map(|dir| {
+                    ModelConfig::Local(crate::embed::LocalConfig {
+                        dir,
+                        ..local.clone()
+                    })
+                })
+                .collect()
+        }
+        _ => vec![recorded.clone()],
+    }
+}
+
+/// Why the recorded model cannot embed for the store, as a lookup's answer: the model and
+/// detail `status` shows, and the error a writer fails with.
+fn unusable(
+    recorded: crate::embed::ModelConfig,
+    absence: ModelAbsence,
+    short: &str,
+    found: &[String],
+    unreadable: &[String],
+) -> RecordedModelLookup {
+    use crate::embed::ModelConfig;
     let (model, detail) = match (&recorded, absence) {
         (ModelConfig::Local(local), ModelAbsence::Unreadable) => {
             (local.dir.display().to_string(), unreadable.join("; "))
@@ -871,12 +895,12 @@ pub(crate) fn find_recorded_model(ledger: &Ledger) -> Result<RecordedModelLookup
             ),
         },
     };
-    Ok(RecordedModelLookup::Unusable {
+    RecordedModelLookup::Unusable {
         absence,
         model,
         detail,
         error,
-    })
+    }
 }
 
 /// Opens an existing store's ledger for reading, without the index: for the commands that read
