@@ -997,7 +997,7 @@ fn seconds_to_reset(now_ms: i64, window_secs: u64) -> u64 {
 /// Deletes the idempotency key records of the store's own ledger that expired before `now_ms`,
 /// and nothing else (a replica is refused: `LocalCalls::prune_keys`).
 pub fn gc(store_dir: &Path, now_ms: i64) -> Result<u64> {
-    recorder::call_ledger(store_dir, None)?.prune_keys(now_ms)
+    recorder::call_ledger(store_dir, None, Access::ReadWrite)?.prune_keys(now_ms)
 }
 
 /// Deletes the vectors of the models search used before the active one, and those of chunks

@@ -79,6 +79,16 @@ impl LocalCalls {
         })
     }
 
+    /// Opens the ledger of the store at `dir` (which must exist) for its reads alone.
+    pub fn open_for_reading(dir: &Path) -> Result<LocalCalls> {
+        let path = StorePaths::new(dir).existing_ledger()?;
+        Ok(LocalCalls {
+            dir: dir.to_path_buf(),
+            reads: LedgerPool::open(&path, READ_CONNECTIONS).map_err(|err| err.in_store(dir))?,
+            writes: None,
+        })
+    }
+
     /// Whether calls can be recorded here (not on a read-only mount).
     pub fn writable(&self) -> bool {
         self.writes.is_some()
@@ -92,7 +102,7 @@ impl LocalCalls {
     fn with_writes<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T> {
         let Some(ledger) = &self.writes else {
             return Err(Error::io(
-                format!("record a call in the store at {}", self.dir.display()),
+                format!("write to the store at {}", self.dir.display()),
                 std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),
             ));
         };
@@ -197,12 +207,18 @@ impl CallLedger for SharedCalls {
     }
 }
 
-/// The call ledger of the store at `dir` for reading and pruning outside a server (`audit`,
-/// `usage`, `gc`): the shared ledger when one is given, else the store's own.
-pub fn call_ledger(dir: &Path, shared: Option<PgLedger>) -> Result<Box<dyn CallLedger>> {
-    Ok(match shared {
-        Some(ledger) => Box::new(SharedCalls::new(ledger, String::new(), 0)),
-        None => Box::new(LocalCalls::open(dir, Duration::from_secs(5))?),
+/// The call ledger of the store at `dir` outside a server: the shared ledger when one is
+/// given, else the store's own, opened for reading alone (`audit`, `usage`: never creating,
+/// upgrading or waiting on the ledger) or to prune (`gc`).
+pub fn call_ledger(
+    dir: &Path,
+    shared: Option<PgLedger>,
+    access: Access,
+) -> Result<Box<dyn CallLedger>> {
+    Ok(match (shared, access) {
+        (Some(ledger), _) => Box::new(SharedCalls::new(ledger, String::new(), 0)),
+        (None, Access::ReadOnly) => Box::new(LocalCalls::open_for_reading(dir)?),
+        (None, Access::ReadWrite) => Box::new(LocalCalls::open(dir, Duration::from_secs(5))?),
     })
 }
 

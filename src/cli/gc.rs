@@ -35,8 +35,12 @@ fn parse_retention(text: &str) -> std::result::Result<std::time::Duration, Strin
 pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     let shared = cli.shared_ledger(false, 2)?;
     // Keys expire by the shared ledger's clock when there is one.
-    let removed = agent::recorder::call_ledger(&cli.store_dir(), shared.clone())?
-        .prune_keys(clock::now_ms())?;
+    let removed = agent::recorder::call_ledger(
+        &cli.store_dir(),
+        shared.clone(),
+        groundidx::ledger::Access::ReadWrite,
+    )?
+    .prune_keys(clock::now_ms())?;
     if let Some(shared) = shared {
         // The log goes below the slowest active replica.
         let floor = shared.prune_log(args.log_retention.as_secs())?;

@@ -258,12 +258,17 @@ impl Cli {
         PgLedger::open(&options, migrate).map(Some)
     }
 
-    /// The ledger that holds the agent path's calls: the shared one `--ledger` names, else the
-    /// store's own (a replica refused: it does not hold them).
+    /// The ledger that holds the agent path's calls, for reading: the shared one `--ledger`
+    /// names, else the store's own (on a replica, the calls it spooled while the shared ledger
+    /// was away).
     pub fn call_ledger(
         &self,
     ) -> groundidx::Result<Box<dyn groundidx::agent::recorder::CallLedger>> {
-        groundidx::agent::recorder::call_ledger(&self.store_dir(), self.shared_ledger(false, 2)?)
+        groundidx::agent::recorder::call_ledger(
+            &self.store_dir(),
+            self.shared_ledger(false, 2)?,
+            groundidx::ledger::Access::ReadOnly,
+        )
     }
 
     /// Where a writer writes: the shared ledger `--ledger` names (created or upgraded, as the

@@ -63,10 +63,8 @@ pub(crate) fn passage_text(chunk: &StoredChunk) -> String {
 /// The model's fingerprint (`store::model_fingerprint`), kept in the ledger's cache for the
 /// next run when it had to be computed for a local model's files.
 fn cached_model_fingerprint(store: &mut Store, config: &ModelConfig) -> Result<Fingerprint> {
-    let fingerprint = crate::store::model_fingerprint(store.ledger(), config)?;
-    if let Some(stat_key) = embed::stat_key(config)?
-        && store.ledger().cached_fingerprint(&stat_key)? != Some(fingerprint)
-    {
+    let (fingerprint, uncached) = crate::store::looked_up_fingerprint(store.ledger(), config)?;
+    if let Some(stat_key) = uncached {
         store.cache_fingerprint(&stat_key, &fingerprint)?;
     }
     Ok(fingerprint)

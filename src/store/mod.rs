@@ -643,12 +643,24 @@ pub(crate) fn model_fingerprint(
     ledger: &Ledger,
     config: &crate::embed::ModelConfig,
 ) -> Result<crate::embed::Fingerprint> {
-    if let Some(stat_key) = crate::embed::stat_key(config)?
-        && let Some(fingerprint) = ledger.cached_fingerprint(&stat_key)?
+    Ok(looked_up_fingerprint(ledger, config)?.0)
+}
+
+/// `model_fingerprint`, with the stat key to cache it under when it was computed for a local
+/// model: taken before the files were read, so files changed meanwhile leave an entry that never
+/// matches again, never a new stat mapped to an old fingerprint.
+pub(crate) fn looked_up_fingerprint(
+    ledger: &Ledger,
+    config: &crate::embed::ModelConfig,
+) -> Result<(crate::embed::Fingerprint, Option<String>)> {
+    let stat_key = crate::embed::stat_key(config)?;
+    if let Some(key) = &stat_key
+        && let Some(fingerprint) = ledger.cached_fingerprint(key)?
     {
-        return Ok(fingerprint);
+        return Ok((fingerprint, None));
     }
-    crate::embed::fingerprint(config, &recorded_models(ledger)?)
+    let fingerprint = crate::embed::fingerprint(config, &recorded_models(ledger)?)?;
+    Ok((fingerprint, stat_key))
 }
 
 /// The models the ledger records, as the embedding models need them to know a remote model

@@ -167,7 +167,8 @@ impl Publisher {
         dims: usize,
         dir: &Path,
     ) -> Result<()> {
-        if self.is_replica() {
+        // A store that became a replica since it opened (a new store's first sync) is one too.
+        if self.is_replica() || ledger.replica_state()?.is_some() {
             let damaged = ledger.damaged_vectors(model, dims)?.len();
             if damaged > 0 {
                 tracing::warn!(

@@ -229,6 +229,8 @@ pub fn sync_replica(
         Store::open_at(dir, wait, Then::Nothing, config).map_err(|err| err.in_store(dir))?;
     require_replica(&store.ledger, dir, shared)?;
     let synced = pull_into_replica(&mut store, shared, other)?;
+    // A replica now, whatever it was when it opened: its ledger is written by syncs alone.
+    store.publisher = Publisher::Detached;
     match synced {
         ReplicaSync::Bootstrapped => {
             store.rebuild()?;

@@ -437,3 +437,37 @@ fn watch_picks_up_an_edit_and_runs_nothing_when_nothing_changed() {
         "the watcher ran though nothing changed"
     );
 }
+
+/// `audit` and `usage` read the ledger and never write it: a store that an older groundidx
+/// wrote keeps its schema (a host still serving it with that version would refuse an
+/// upgraded one), and the answer still lists its calls.
+#[test]
+fn audit_and_usage_only_read_the_ledger() {
+    let env = Env::sample();
+    env.ingest();
+    let searched = env.run(&["search", "rotate the signing key", "--json"]);
+    assert!(searched.status.success());
+    let ledger = || rusqlite::Connection::open(env.store.join("ledger.sqlite")).expect("ledger");
+    ledger()
+        .execute_batch(
+            "ALTER TABLE sources DROP COLUMN since_generation;
+             UPDATE meta SET value = 9 WHERE name = 'schema_version';",
+        )
+        .expect("make schema 9");
+    for command in ["audit", "usage"] {
+        let output = env.run(&[command, "--json"]);
+        assert!(
+            output.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let version: i64 = ledger()
+            .query_row(
+                "SELECT value FROM meta WHERE name = 'schema_version'",
+                [],
+                |row| row.get(0),
+            )
+            .expect("schema version");
+        assert_eq!(version, 9, "{command} upgraded the store");
+    }
+}

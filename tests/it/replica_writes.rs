@@ -142,4 +142,22 @@ fn commands_on_a_replica_never_move_its_vector_position() {
     );
     json(&reader, Some(&schema), &["sync", "--json"]);
     assert_eq!(replica_vectors(&reader), (seq_after, count_after));
+
+    // A new replica whose first sync copies a damaged vector from the shared ledger keeps it
+    // (out of its vector index), at the shared position.
+    client(&schema.url)
+        .execute(
+            format!(
+                "UPDATE \"{0}\".vectors SET vector = '\\x00000000'::bytea
+                 WHERE chunk_id = (SELECT chunk_id FROM \"{0}\".vectors
+                                   ORDER BY chunk_id LIMIT 1)",
+                schema.name
+            )
+            .as_str(),
+            &[],
+        )
+        .expect("damage a shared vector");
+    let fresh = env.tmp.path().join("fresh");
+    json(&fresh, Some(&schema), &["sync", "--json"]);
+    assert_eq!(replica_vectors(&fresh), shared_vectors(&schema));
 }
