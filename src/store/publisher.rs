@@ -116,20 +116,16 @@ impl Publisher {
         dir: &Path,
         write: impl FnOnce(&mut Ledger) -> Result<()>,
     ) -> Result<()> {
-        self.writable("record a model", dir)?;
-        write(ledger)?;
-        let Publisher::Shared {
-            ledger: shared,
-            lease,
-        } = self
-        else {
-            return Ok(());
-        };
-        let Some(record) = ledger.model_record(&fingerprint.0)? else {
-            return Ok(());
-        };
-        lease.check()?;
-        shared.publish_model(lease.epoch(), &record)
+        self.write_then_publish(
+            ledger,
+            "record a model",
+            dir,
+            write,
+            |ledger, shared, lease| match ledger.model_record(&fingerprint.0)? {
+                Some(record) => shared.publish_model(lease.epoch(), &record),
+                None => Ok(()),
+            },
+        )
     }
 
     /// Runs `write` on the store's ledger, then publishes the run's row as it now stands.
@@ -140,7 +136,29 @@ impl Publisher {
         dir: &Path,
         write: impl FnOnce(&mut Ledger) -> Result<()>,
     ) -> Result<()> {
-        self.writable("record a run", dir)?;
+        self.write_then_publish(
+            ledger,
+            "record a run",
+            dir,
+            write,
+            |ledger, shared, lease| match ledger.run_row(run_id)? {
+                Some(run) => shared.publish_run(lease.epoch(), lease.holder(), &run),
+                None => Ok(()),
+            },
+        )
+    }
+
+    /// Runs `write` on the store's ledger when this writer may write it, then, under a held
+    /// lease, `publish` (which reads back the row as it now stands).
+    fn write_then_publish(
+        &self,
+        ledger: &mut Ledger,
+        what: &str,
+        dir: &Path,
+        write: impl FnOnce(&mut Ledger) -> Result<()>,
+        publish: impl FnOnce(&Ledger, &PgLedger, &Lease) -> Result<()>,
+    ) -> Result<()> {
+        self.writable(what, dir)?;
         write(ledger)?;
         let Publisher::Shared {
             ledger: shared,
@@ -149,11 +167,8 @@ impl Publisher {
         else {
             return Ok(());
         };
-        let Some(run) = ledger.run_row(run_id)? else {
-            return Ok(());
-        };
         lease.check()?;
-        shared.publish_run(lease.epoch(), lease.holder(), &run)
+        publish(ledger, shared, lease)
     }
 
     /// Removes the vectors of `model` that are not `dims` f32s, so the next embedding run
