@@ -43,6 +43,10 @@ fn main() {
         max_tokens: rest
             .first()
             .map(|max| max.parse().expect("MAX_TOKENS is a number")),
+        // The precision a run measures: `auto` (the default) or `float32`.
+        precision: std::env::var("GROUNDIDX_EMBED_PRECISION")
+            .map_or(Ok(groundidx::embed::Precision::Auto), |text| text.parse())
+            .expect("GROUNDIDX_EMBED_PRECISION is auto or float32"),
         ..LocalConfig::default()
     };
     let model = LocalModel::load(&config).expect("load the model");

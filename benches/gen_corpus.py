@@ -2,6 +2,7 @@
 """Generate a reproducible Markdown corpus for the benchmarks.
 
 Usage: benches/gen_corpus.py --files N --out DIR [--seed S] [--size-scale F] [--queries FILE]
+                             [--shape docs|proposals]
 
 Writes N Markdown files in nested folders (`t07/s13/doc-0012345.md`): front matter on some,
 a title, sections and subsections, paragraphs, bullet lists and fenced code blocks.
@@ -14,6 +15,14 @@ The same seed, N and scale give byte-identical files: each file is drawn from it
 generator seeded from (seed, file number), with Python's `random.Random`, whose integer seeding,
 `random()` and `choices()` are stable across Python 3 versions. Standard library only.
 `--queries FILE` writes 200 queries (2 to 4 topic words each, one per line) from the same seed.
+
+`--shape proposals` writes design proposals instead (as a repository of enhancement proposals
+holds them): every file opens with YAML front matter of 12 to 20 fields (a proposal number such
+as `GEP-0042`, title, status, dates, authors and reviewers lists, a feature gate in CamelCase, a
+tracking issue URL, labels, a nested `milestone` map), its text names identifiers (the proposal
+numbers of others, gates, `--flags`, `config.keys`), and files are medium-sized (median about
+8.5 KB: the size scale defaults to 4.7), as in the 1,197 proposals of 15.9 MB the cold-ingest goal
+was set on.
 """
 import argparse
 import bisect
@@ -116,13 +125,83 @@ class Writer:
         return "> " + self.sentence()
 
 
-def document(seed, number, words, cum, topics, size_scale):
+STATUSES = ["provisional", "implementable", "implemented", "deferred", "rejected", "withdrawn"]
+STAGES = ["alpha", "beta", "stable"]
+
+
+def camel(w):
+    return "".join(w.word().capitalize() for _ in range(w.rng.randint(2, 4)))
+
+
+def identifier(w, files):
+    rng = w.rng
+    r = rng.random()
+    if r < 0.3:
+        return f"GEP-{rng.randrange(files):04d}"
+    if r < 0.55:
+        return f"`{camel(w)}`"
+    if r < 0.8:
+        return f"`--{w.word()}-{w.word()}`"
+    return f"`{w.word()}.{w.word()}.{w.word()}`"
+
+
+def proposal_front_matter(w, number, files, title):
+    rng = w.rng
+    people = lambda: "\n".join(f"  - \"@{w.word()}{rng.randrange(100)}\""
+                                for _ in range(rng.randint(1, 4)))
+    fields = [
+        f"gep-number: \"GEP-{number:04d}\"",
+        f"title: \"{title}\"",
+        f"status: {rng.choice(STATUSES)}",
+        f"creation-date: 20{rng.randint(18, 26)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+        f"last-updated: 20{rng.randint(18, 26)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+        "authors:\n" + people(),
+        "reviewers:\n" + people(),
+        "approvers:\n" + people(),
+        f"owning-sig: sig-{w.word()}",
+        f"feature-gate: {camel(w)}",
+        f"stage: {rng.choice(STAGES)}",
+        f"tracking-issue: https://example.org/issues/{rng.randrange(100_000)}",
+    ]
+    extra = [
+        f"see-also:\n" + "\n".join(f"  - \"GEP-{rng.randrange(files):04d}\""
+                                     for _ in range(rng.randint(1, 3))),
+        f"replaces: \"GEP-{rng.randrange(files):04d}\"",
+        f"labels: [{', '.join(w.word() for _ in range(rng.randint(1, 4)))}]",
+        f"milestone:\n  alpha: \"v1.{rng.randint(10, 30)}\"\n  beta: \"v1.{rng.randint(10, 30)}\"",
+        f"prr-approvers: [\"@{w.word()}\"]",
+        f"disable-supported: {rng.choice(['true', 'false'])}",
+        f"metrics: [{', '.join(f'{w.word()}_{w.word()}_total' for _ in range(rng.randint(1, 3)))}]",
+        f"component: {w.word()}-{w.word()}",
+    ]
+    fields += rng.sample(extra, rng.randint(0, len(extra)))
+    return "---\n" + "\n".join(fields) + "\n---\n"
+
+
+def document(seed, number, words, cum, topics, size_scale, shape="docs", files=0):
     rng = random.Random(seed * 1_000_003 + number)
     topic = rng.randrange(TOPICS)
     w = Writer(rng, words, cum, topics[topic])
     target = int(min(60_000, max(200, rng.lognormvariate(math.log(1_800), 0.95))) * size_scale)
     title = w.heading(2, 6)
     out = []
+    if shape == "proposals":
+        out.append(proposal_front_matter(w, number, files, title))
+        out.append(f"# GEP-{number:04d}: {title}\n")
+        size = sum(len(part) + 1 for part in out)
+        level = 2
+        while size < target:
+            if rng.random() < 0.3:
+                level = 2 if level == 3 or rng.random() < 0.5 else 3
+                part = "#" * level + " " + w.heading() + "\n"
+            else:
+                part = w.block()
+                if rng.random() < 0.5:
+                    part += " " + " ".join(identifier(w, files) for _ in range(rng.randint(1, 3)))
+                part += "\n"
+            out.append(part)
+            size += len(part) + 1
+        return "\n".join(out), topic
     if rng.random() < 0.3:
         tags = sorted({w.topic[rng.randrange(10)] for _ in range(rng.randint(1, 3))})
         out.append(f"---\ntitle: {title}\ntags: [{', '.join(tags)}]\nnav_order: {number % 97}\n---\n")
@@ -145,17 +224,24 @@ def main():
     parser.add_argument("--files", type=int, required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--size-scale", type=float, default=1.0)
+    parser.add_argument("--size-scale", type=float)
     parser.add_argument("--queries")
+    parser.add_argument("--shape", choices=("docs", "proposals"), default="docs")
     args = parser.parse_args()
+    if args.size_scale is None:
+        args.size_scale = 4.7 if args.shape == "proposals" else 1.0
     words, cum, topics = make_vocabulary(args.seed)
     total = 0
     for number in range(args.files):
-        rel = os.path.join(f"t{number // 2_000:02d}", f"s{(number // 100) % 20:02d}",
-                           f"doc-{number:07d}.md")
+        if args.shape == "proposals":
+            rel = os.path.join(f"sig-{number % 23:02d}", f"{number:04d}-proposal", "README.md")
+        else:
+            rel = os.path.join(f"t{number // 2_000:02d}", f"s{(number // 100) % 20:02d}",
+                               f"doc-{number:07d}.md")
         path = os.path.join(args.out, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        text, _ = document(args.seed, number, words, cum, topics, args.size_scale)
+        text, _ = document(args.seed, number, words, cum, topics, args.size_scale, args.shape,
+                           args.files)
         data = text.encode()
         total += len(data)
         with open(path, "wb") as f:

@@ -88,7 +88,7 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     let reader = StoreReader::open(&cli.store_dir())?;
     // A lexical search loads the model only to judge hits against `--min-score`.
     if args.mode != Some(search::Mode::Lexical) || args.min_score.is_some() {
-        let loaded = crate::cli::embed_args::load_query_model(&cli.store_dir(), &args.embed)?;
+        let loaded = crate::cli::embed_args::load_query_model_for(&reader, &args.embed)?;
         // Said at -v only: search runs hybrid with the store's own model, nothing is lost.
         if let Some(notice) = &loaded.notice {
             tracing::info!("{notice}");

@@ -2,8 +2,11 @@
 //! sentence-transformers BERT model, and token vectors for a pack of texts.
 //!
 //! It computes what `candle_transformers::models::bert::BertModel` computes (post-norm BERT,
-//! absolute positions), with the matrix products still done by candle (the `gemm` crate), but
-//! laid out differently, because on a small CPU the time went elsewhere:
+//! absolute positions), laid out differently, because on a small CPU the time went elsewhere:
+//! - The four weight products of a layer run on AMX tiles in bfloat16 (`amx.rs`) where the CPU
+//!   has them and the precision allows it (`Precision::Auto`); otherwise, and for the
+//!   attention's own products, candle multiplies in float32 (the `gemm` crate, with its
+//!   AVX-512 kernels where the CPU has them, else AVX2/FMA, chosen at run time).
 //! - Texts are packed, not padded: the rows of every projection are the real tokens of all the
 //!   texts one after the other, and attention runs per text, so no padded token is ever
 //!   computed and no attention mask is needed.
@@ -21,6 +24,9 @@ use candle_core::{Device, IndexOp, Result, Storage, Tensor, bail};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{Config, HiddenAct};
 
+use super::Precision;
+use super::amx;
+
 /// The loaded encoder.
 pub(crate) struct Encoder {
     /// The embedding tables, `[rows, hidden]` row-major: read a row at a time.
@@ -32,21 +38,88 @@ pub(crate) struct Encoder {
     hidden: usize,
     heads: usize,
     act: HiddenAct,
+    kernel: Kernel,
 }
 
-/// One transformer layer. Weight matrices are `[in, out]` views of the `[out, in]` tensors the
-/// file holds, ready to be the right-hand side of a product.
+/// How the weight products are multiplied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// AMX tiles, bfloat16 inputs, float32 sums.
+    AmxBf16,
+    /// candle's float32 products.
+    Float32,
+}
+
+impl Kernel {
+    /// The kernel `precision` asks for on this CPU.
+    pub(crate) fn choose(precision: Precision) -> Kernel {
+        match precision {
+            Precision::Auto if amx::available() => Kernel::AmxBf16,
+            Precision::Auto | Precision::Float32 => Kernel::Float32,
+        }
+    }
+
+    /// The name `describe` and `status` show.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kernel::AmxBf16 => "amx-bf16",
+            Kernel::Float32 => "float32",
+        }
+    }
+}
+
+/// A weight matrix `[in, out]`, ready to be the right-hand side of a product.
+enum Weights {
+    Float32(Tensor),
+    Tiles(amx::PackedWeights),
+}
+
+impl Weights {
+    fn new(in_out: Tensor, kernel: Kernel) -> Result<Weights> {
+        match kernel {
+            Kernel::Float32 => Ok(Weights::Float32(in_out)),
+            Kernel::AmxBf16 => {
+                let (inputs, outputs) = in_out.dims2()?;
+                let values = in_out.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+                Ok(Weights::Tiles(amx::PackedWeights::pack(
+                    &values, inputs, outputs,
+                )))
+            }
+        }
+    }
+
+    /// `x` (`[rows, in]`) times the weights: `[rows, out]`.
+    fn times(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Weights::Float32(weights) => x.matmul(weights),
+            Weights::Tiles(weights) => {
+                let (rows, inputs) = x.dims2()?;
+                if inputs != weights.inputs() {
+                    bail!(
+                        "a product of {inputs} columns with weights of {} rows",
+                        weights.inputs()
+                    );
+                }
+                let out = read(x, |values| Ok(amx::product(values, rows, weights)))?;
+                Tensor::from_vec(out, (rows, weights.outputs()), &Device::Cpu)
+            }
+        }
+    }
+}
+
+/// One transformer layer. Weight matrices are `[in, out]`: the `[out, in]` tensors the file
+/// holds, transposed.
 struct Layer {
     /// Query, key and value weights side by side, `[hidden, 3 × hidden]`; the query's third
     /// (weights and bias) is scaled by `1/√head_dim` here, once, instead of every score.
-    qkv: Tensor,
+    qkv: Weights,
     qkv_bias: Vec<f32>,
-    attention_out: Tensor,
+    attention_out: Weights,
     attention_out_bias: Vec<f32>,
     attention_norm: Norm,
-    intermediate: Tensor,
+    intermediate: Weights,
     intermediate_bias: Vec<f32>,
-    output: Tensor,
+    output: Weights,
     output_bias: Vec<f32>,
     output_norm: Norm,
 }
@@ -68,7 +141,8 @@ pub(crate) struct Hidden {
 impl Encoder {
     /// The weights under `vb`, with or without the model type's prefix (`bert.`), as candle's
     /// `BertModel::load` finds them.
-    pub fn load(vb: VarBuilder, config: &Config) -> Result<Encoder> {
+    pub fn load(vb: VarBuilder, config: &Config, precision: Precision) -> Result<Encoder> {
+        let kernel = Kernel::choose(precision);
         let vb = match config.model_type.as_deref() {
             Some(prefix)
                 if !vb.contains_tensor("embeddings.word_embeddings.weight")
@@ -117,14 +191,14 @@ impl Encoder {
                 let (output, output_bias) =
                     linear(vb.pp("output.dense"), config.intermediate_size, hidden)?;
                 Ok(Layer {
-                    qkv: qkv.t()?,
+                    qkv: Weights::new(qkv.t()?, kernel)?,
                     qkv_bias: qkv_bias.to_vec1()?,
-                    attention_out: attention_out.t()?,
+                    attention_out: Weights::new(attention_out.t()?, kernel)?,
                     attention_out_bias: attention_out_bias.to_vec1()?,
                     attention_norm: Norm::load(attention.pp("output.LayerNorm"), hidden, eps)?,
-                    intermediate: intermediate.t()?,
+                    intermediate: Weights::new(intermediate.t()?, kernel)?,
                     intermediate_bias: intermediate_bias.to_vec1()?,
-                    output: output.t()?,
+                    output: Weights::new(output.t()?, kernel)?,
                     output_bias: output_bias.to_vec1()?,
                     output_norm: Norm::load(vb.pp("output.LayerNorm"), hidden, eps)?,
                 })
@@ -139,7 +213,13 @@ impl Encoder {
             hidden,
             heads,
             act: config.hidden_act,
+            kernel,
         })
+    }
+
+    /// How the weight products are multiplied.
+    pub(crate) fn kernel(&self) -> Kernel {
+        self.kernel
     }
 
     /// Token vectors of the texts (each its token ids and token type ids), packed.
@@ -185,36 +265,49 @@ impl Encoder {
 
     /// One post-norm transformer layer over the packed rows `x`.
     fn layer(&self, layer: &Layer, x: &Tensor, spans: &[(usize, usize)]) -> Result<Tensor> {
-        let qkv = x.matmul(&layer.qkv)?;
+        let qkv = layer.qkv.times(x)?;
         in_place(&qkv, |values| {
-            add_rows(values, &layer.qkv_bias);
+            vectorized(Bias {
+                values,
+                bias: &layer.qkv_bias,
+                act: None,
+            });
             Ok(())
         })?;
         let context = self.attention(&qkv, spans)?;
 
-        let attended = context.matmul(&layer.attention_out)?;
+        let attended = layer.attention_out.times(&context)?;
         read(x, |residual| {
             in_place(&attended, |values| {
-                layer
-                    .attention_norm
-                    .apply_rows(values, &layer.attention_out_bias, residual);
+                vectorized(NormRows {
+                    norm: &layer.attention_norm,
+                    values,
+                    bias: &layer.attention_out_bias,
+                    residual,
+                });
                 Ok(())
             })
         })?;
 
-        let inner = attended.matmul(&layer.intermediate)?;
+        let inner = layer.intermediate.times(&attended)?;
         in_place(&inner, |values| {
-            add_rows(values, &layer.intermediate_bias);
-            activate(values, self.act);
+            vectorized(Bias {
+                values,
+                bias: &layer.intermediate_bias,
+                act: Some(self.act),
+            });
             Ok(())
         })?;
 
-        let out = inner.matmul(&layer.output)?;
+        let out = layer.output.times(&inner)?;
         read(&attended, |residual| {
             in_place(&out, |values| {
-                layer
-                    .output_norm
-                    .apply_rows(values, &layer.output_bias, residual);
+                vectorized(NormRows {
+                    norm: &layer.output_norm,
+                    values,
+                    bias: &layer.output_bias,
+                    residual,
+                });
                 Ok(())
             })
         })?;
@@ -236,9 +329,7 @@ impl Encoder {
             let (query, key, value) = (part(0)?, part(1)?, part(2)?);
             let scores = query.matmul(&key.t()?)?;
             in_place(&scores, |values| {
-                for row in values.chunks_exact_mut(len) {
-                    softmax(row);
-                }
+                vectorized(Softmax { values, len });
                 Ok(())
             })?;
             let heads_context = scores.matmul(&value)?;
@@ -257,6 +348,73 @@ impl Encoder {
     }
 }
 
+/// A fused loop over a product's output, run by [`vectorized`].
+trait Fused {
+    fn run(self);
+}
+
+/// Runs `op` compiled for the best instruction set this CPU has of those `pulp` knows
+/// (AVX-512, AVX2/FMA, baseline x86-64), chosen at run time. Every function `run` calls is
+/// `inline(always)`, so the loops are vectorised inside the chosen one.
+fn vectorized<Op: Fused>(op: Op) {
+    struct Dispatch<Op>(Op);
+    impl<Op: Fused> pulp::WithSimd for Dispatch<Op> {
+        type Output = ();
+        #[inline(always)]
+        fn with_simd<S: pulp::Simd>(self, _: S) {
+            self.0.run();
+        }
+    }
+    pulp::Arch::new().dispatch(Dispatch(op));
+}
+
+/// Adds the bias to every row, then applies the activation, if any.
+struct Bias<'a> {
+    values: &'a mut [f32],
+    bias: &'a [f32],
+    act: Option<HiddenAct>,
+}
+
+impl Fused for Bias<'_> {
+    #[inline(always)]
+    fn run(self) {
+        add_rows(self.values, self.bias);
+        if let Some(act) = self.act {
+            activate(self.values, act);
+        }
+    }
+}
+
+/// Bias, residual and layer norm over every row.
+struct NormRows<'a> {
+    norm: &'a Norm,
+    values: &'a mut [f32],
+    bias: &'a [f32],
+    residual: &'a [f32],
+}
+
+impl Fused for NormRows<'_> {
+    #[inline(always)]
+    fn run(self) {
+        self.norm.apply_rows(self.values, self.bias, self.residual);
+    }
+}
+
+/// Softmax over every row of `len` scores.
+struct Softmax<'a> {
+    values: &'a mut [f32],
+    len: usize,
+}
+
+impl Fused for Softmax<'_> {
+    #[inline(always)]
+    fn run(self) {
+        for row in self.values.chunks_exact_mut(self.len) {
+            softmax(row);
+        }
+    }
+}
+
 impl Norm {
     fn load(vb: VarBuilder, size: usize, eps: f32) -> Result<Norm> {
         Ok(Norm {
@@ -267,6 +425,7 @@ impl Norm {
     }
 
     /// Each row of `values` becomes `norm(row + bias + residual's row)`.
+    #[inline(always)]
     fn apply_rows(&self, values: &mut [f32], bias: &[f32], residual: &[f32]) {
         let size = self.weight.len();
         for (row, residual) in values
@@ -281,6 +440,7 @@ impl Norm {
     }
 
     /// Layer norm of one row, in place (the variance is the biased one, as PyTorch's).
+    #[inline(always)]
     fn apply(&self, row: &mut [f32]) {
         let n = row.len() as f32;
         let mean = sum(row) / n;
@@ -309,6 +469,7 @@ impl Norm {
 /// or two vector registers (a single running sum is a chain it may not reorder).
 const LANES: usize = 8;
 
+#[inline(always)]
 fn sum(values: &[f32]) -> f32 {
     let mut sums = [0f32; LANES];
     let mut chunks = values.chunks_exact(LANES);
@@ -320,6 +481,7 @@ fn sum(values: &[f32]) -> f32 {
     sums.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>()
 }
 
+#[inline(always)]
 fn max(values: &[f32]) -> f32 {
     let mut maxima = [f32::NEG_INFINITY; LANES];
     let mut chunks = values.chunks_exact(LANES);
@@ -336,6 +498,7 @@ fn max(values: &[f32]) -> f32 {
 }
 
 /// A row of attention scores to probabilities.
+#[inline(always)]
 fn softmax(row: &mut [f32]) {
     let top = max(row);
     for value in row.iter_mut() {
@@ -348,6 +511,7 @@ fn softmax(row: &mut [f32]) {
 }
 
 /// `bias` added to every row of `values`.
+#[inline(always)]
 fn add_rows(values: &mut [f32], bias: &[f32]) {
     for row in values.chunks_exact_mut(bias.len()) {
         for (value, bias) in row.iter_mut().zip(bias) {
@@ -356,6 +520,7 @@ fn add_rows(values: &mut [f32], bias: &[f32]) {
     }
 }
 
+#[inline(always)]
 fn activate(values: &mut [f32], act: HiddenAct) {
     match act {
         HiddenAct::Gelu => {
@@ -384,6 +549,7 @@ fn activate(values: &mut [f32], act: HiddenAct) {
 /// split into `n·ln2 + r` with `|r| <= ln2/2`, `e^r` is a degree-6 polynomial (relative error
 /// about 2e-7, an ulp or two) and `2^n` is built in the exponent bits. Below -87 it returns
 /// about 1.6e-38 instead of a denormal or 0, which no softmax or tanh can tell apart.
+#[inline(always)]
 fn exp(x: f32) -> f32 {
     // Adding 1.5·2^23 rounds to an integer (round to nearest) and leaves that integer in the
     // low mantissa bits, with no float-to-int conversion (which SSE2 vectorises badly).
@@ -404,6 +570,7 @@ fn exp(x: f32) -> f32 {
 
 /// The error function, as a rational approximation in x² (Eigen's and XLA's float `erf`: a few
 /// ulp from the true value on [-4, 4], where beyond it erf is ±1 in f32), branch-free.
+#[inline(always)]
 fn erf(x: f32) -> f32 {
     let x = x.clamp(-4.0, 4.0);
     let x2 = x * x;

@@ -143,7 +143,7 @@ impl LocalModel {
                     "download the model folder again",
                 )
             })?;
-        let model = Encoder::load(weights, &folder.bert).map_err(|error| {
+        let model = Encoder::load(weights, &folder.bert, config.precision).map_err(|error| {
             model_error(
                 &dir,
                 format!(
@@ -278,6 +278,7 @@ impl Embedder for LocalModel {
             "passage_prefix": settings.passage_prefix,
             "max_tokens": settings.max_tokens,
             "threads": self.threads,
+            "kernel": self.model.kernel().name(),
         })
     }
 

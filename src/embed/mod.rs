@@ -19,6 +19,7 @@
 //!
 //! Nothing here reads the ledger or the index; `store` and `ingest` decide what to embed.
 
+mod amx;
 pub mod bert;
 pub mod folder;
 pub mod local;
@@ -48,6 +49,43 @@ pub struct LocalConfig {
     pub max_tokens: Option<usize>,
     /// The number of threads the forward pass uses; `None` for every core.
     pub threads: Option<usize>,
+    pub precision: Precision,
+}
+
+/// How a local model multiplies its weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// bfloat16 on AMX tiles where the CPU has them (vectors within a cosine of 0.999 of
+    /// float32's), else float32.
+    #[default]
+    Auto,
+    /// float32 everywhere.
+    Float32,
+}
+
+impl Precision {
+    /// The name a flag and the configuration file take.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Auto => "auto",
+            Precision::Float32 => "float32",
+        }
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Precision, String> {
+        match text {
+            "auto" => Ok(Precision::Auto),
+            "float32" | "f32" => Ok(Precision::Float32),
+            other => Err(format!(
+                "`{other}` is not a precision: `auto` (bfloat16 on AMX where the CPU has it) or `float32`"
+            )),
+        }
+    }
 }
 
 /// An OpenAI-compatible embeddings endpoint.
@@ -134,6 +172,7 @@ pub(crate) fn config_from_description(description: &serde_json::Value) -> Option
                 .and_then(serde_json::Value::as_u64)
                 .map(|n| n as usize),
             threads: None,
+            precision: Precision::Auto,
         })),
         "remote" => Some(ModelConfig::Remote(RemoteConfig {
             url: text("url")?,

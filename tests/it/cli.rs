@@ -209,6 +209,7 @@ fn every_flag_sits_under_a_heading_that_fits_it() {
                 "--embed-query-prefix",
                 "--embed-passage-prefix",
                 "--embed-max-tokens",
+                "--embed-precision",
             ],
             &["Embedding"],
         ),

@@ -169,36 +169,72 @@ fn assert_names(message: &str, dir: &Path, file: &str) {
     assert!(message.contains("\nhint: "), "no hint in {message:?}");
 }
 
+/// What /proc/cpuinfo says of AMX tiles with bfloat16 products.
+fn cpu_has_amx_bf16() -> bool {
+    let info = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    info.lines()
+        .find(|line| line.starts_with("flags"))
+        .is_some_and(|flags| {
+            let flags: Vec<&str> = flags.split_whitespace().collect();
+            flags.contains(&"amx_tile") && flags.contains(&"amx_bf16")
+        })
+}
+
+/// Both precisions give sentence-transformers' vectors (cosine ≥ 0.999 to its float32), and
+/// each says which kernel ran: `auto` runs bfloat16 on AMX tiles exactly where the CPU has
+/// them, `float32` never does.
 #[test]
 fn minilm_vectors_match_sentence_transformers() {
     let Some(dir) = minilm() else { return };
-    let model = LocalModel::load(&local(&dir)).expect("load all-MiniLM-L6-v2");
-    assert_eq!(model.dims(), 384);
     let reference = reference();
     let cases = reference["cases"].as_array().expect("cases");
     let texts = cases
         .iter()
         .map(|case| case["text"].as_str().expect("text"))
         .collect::<Vec<_>>();
-    // One call over texts of very different lengths: batching by length must give each vector
-    // back in its place.
-    let vectors = model.embed_passages(&texts).expect("embed");
-    assert_eq!(vectors.len(), texts.len());
-    for (case, vector) in cases.iter().zip(&vectors) {
-        assert_unit(vector);
-        let similarity = cosine(vector, &floats(&case["vector"]));
+    let mut by_precision = Vec::new();
+    for precision in [embed::Precision::Auto, embed::Precision::Float32] {
+        let model = LocalModel::load(&LocalConfig {
+            precision,
+            ..local(&dir)
+        })
+        .expect("load all-MiniLM-L6-v2");
+        assert_eq!(model.dims(), 384);
+        let kernel = model.describe()["kernel"].clone();
+        let expected = if precision == embed::Precision::Auto && cpu_has_amx_bf16() {
+            "amx-bf16"
+        } else {
+            "float32"
+        };
+        assert_eq!(kernel, expected, "the kernel of {precision:?}");
+        // One call over texts of very different lengths: batching by length must give each
+        // vector back in its place.
+        let vectors = model.embed_passages(&texts).expect("embed");
+        assert_eq!(vectors.len(), texts.len());
+        for (case, vector) in cases.iter().zip(&vectors) {
+            assert_unit(vector);
+            let similarity = cosine(vector, &floats(&case["vector"]));
+            assert!(
+                similarity >= 0.999,
+                "{precision:?}: cosine {similarity} for {:?}",
+                case["text"]
+            );
+        }
+        // A query alone (no padding at all) gives the same vector as in a batch.
+        let alone = model.embed_query(texts[2]).expect("embed query");
+        assert!(
+            cosine(&alone, &vectors[2]) > 0.99999,
+            "{precision:?}: query and passage vectors differ"
+        );
+        by_precision.push(vectors);
+    }
+    for (auto, float32) in by_precision[0].iter().zip(&by_precision[1]) {
+        let similarity = cosine(auto, float32);
         assert!(
             similarity >= 0.999,
-            "cosine {similarity} for {:?}",
-            case["text"]
+            "auto against float32: cosine {similarity}"
         );
     }
-    // A query alone (no padding at all) gives the same vector as in a batch.
-    let alone = model.embed_query(texts[2]).expect("embed query");
-    assert!(
-        cosine(&alone, &vectors[2]) > 0.99999,
-        "query and passage vectors differ"
-    );
 }
 
 #[test]

@@ -18,7 +18,7 @@ use crate::cli::index_args::check_chunk_size;
 
 /// Every key the file may hold, in the order `groundidx config` and errors list them. Keys are
 /// the long flags' names with `_` for `-`.
-pub const KEYS: [&str; 21] = [
+pub const KEYS: [&str; 22] = [
     "store",
     "ledger",
     "ledger_schema",
@@ -40,6 +40,7 @@ pub const KEYS: [&str; 21] = [
     "embed_query_prefix",
     "embed_passage_prefix",
     "embed_max_tokens",
+    "embed_precision",
 ];
 
 /// The file's values that are valid, already in the types the flags have. Paths are as
@@ -68,6 +69,7 @@ pub struct FileSettings {
     pub embed_query_prefix: Option<String>,
     pub embed_passage_prefix: Option<String>,
     pub embed_max_tokens: Option<usize>,
+    pub embed_precision: Option<groundidx::embed::Precision>,
 }
 
 /// A value the file holds that its key does not take.
@@ -282,6 +284,14 @@ impl FileSettings {
                 let n = whole(value, TOKENS)?;
                 self.embed_max_tokens =
                     Some(usize::try_from(n).map_err(|_| Refused::kind(TOKENS))?);
+            }
+            "embed_precision" => {
+                const PRECISION: &str = "\"auto\" or \"float32\"";
+                self.embed_precision = Some(
+                    text(value, PRECISION)?
+                        .parse()
+                        .map_err(|_| Refused::kind(PRECISION))?,
+                );
             }
             other => unreachable!("{other} is in KEYS but has no check"),
         }

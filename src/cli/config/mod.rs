@@ -366,6 +366,13 @@ impl Layers<'_> {
             &mut args.embed_max_tokens,
             file.and_then(|f| f.embed_max_tokens).map(Some),
         );
+        self.layer(
+            "embed_precision",
+            "--embed-precision",
+            Some("GROUNDIDX_EMBED_PRECISION"),
+            &mut args.embed_precision,
+            file.and_then(|f| f.embed_precision).map(Some),
+        );
         if args.embed_model.is_some() && args.embed_url.is_some() {
             return Err(Error::Usage(
                 "both a local embedding model (embed_model) and a remote one (embed_url) are set\nhint: keep one".into(),
