@@ -270,8 +270,9 @@ class Bench:
         return result
 
     # ---- peers: qmd's lexical path, every step a process, beside groundidx ----
-    def peer_qmd(self, name, corpus, queries, runs):
-        """`queries`: a few queries, asked in turn."""
+    def peer_qmd(self, name, corpus, queries, runs, cold_runs=None):
+        """`queries`: a few queries, asked in turn; `cold_runs` (default max(3, runs // 2)) the
+        cold ingests a side."""
         """qmd (`collection add`, `update`, `search`) against groundidx (`ingest`, `search`) on
         the same copy of a corpus: cold, no-op, one edited file, and one search as a process."""
         qmd = self.args.qmd
@@ -298,7 +299,8 @@ class Bench:
 
         node = subprocess.run([self.args.node, "--version"], capture_output=True, text=True).stdout.strip()
         result = {"qmd_version": version, "node_version": node}
-        result["cold"] = alternate({"groundidx": ours_cold, "qmd": qmd_cold}, max(3, runs // 2))
+        result["cold"] = alternate({"groundidx": ours_cold, "qmd": qmd_cold},
+                                   cold_runs or max(3, runs // 2))
         time.sleep(2.2)  # past the racy-clean window, then one run to refresh both stat caches
         self.ingest(store, corpus)
         qmd_run("update")
@@ -397,8 +399,11 @@ class Bench:
         result = {"throughput": rows, "_load": LOAD.between(started, time.time())}
         for corpus_name in dict.fromkeys(row["corpus"] for row in rows):
             sides = {row["side"]: row for row in rows if row["corpus"] == corpus_name}
+            result[f"cosine_{corpus_name}"] = sides["cosine"]
             result[f"ratio_{corpus_name}"] = (sides["candle"]["median_chunks_per_s"]
                                              / sides["reference"]["median_chunks_per_s"])
+            result[f"ratio_{corpus_name}_float32"] = (sides["candle-float32"]["median_chunks_per_s"]
+                                                     / sides["reference"]["median_chunks_per_s"])
         log(f"cold ingest of {corpus} with the model, once")
         store = self.stores / "embed-cold"
         shutil.rmtree(store, ignore_errors=True)
@@ -486,13 +491,29 @@ class Bench:
         return {"ndcg_at_10": float(match.group(1)), "recall_at_100": float(match.group(2))}
 
 
-# Queries for the peers' search as a process: what a person would ask of each corpus.
+# Queries for the peers' search as a process: what a person would ask of each corpus (the
+# generated corpora: the first queries of their queries file).
 PEER_QUERIES = {
     "tldr-en": ["extract a tar archive", "list open ports", "git rebase interactive",
                 "resize an image", "ssh tunnel port forwarding"],
     "opensearch-docs": ["index template mappings", "k-NN vector search", "snapshot repository",
                         "cluster health", "ingest pipeline processor"],
 }
+
+
+def peer_corpora(c):
+    """Every corpus the peers section runs qmd on: (name, folder, queries, runs, cold runs).
+    `GROUNDIDX_BENCH_PEERS` (comma-separated names) runs some of them."""
+    generated = (c / "queries.txt").read_text().splitlines()[:5] if (c / "queries.txt").exists() else []
+    proposals = (c / "queries-proposals.txt").read_text().splitlines()[:5] \
+        if (c / "queries-proposals.txt").exists() else []
+    every = [(name, c / "shared9k" / name, qs, None, None) for name, qs in PEER_QUERIES.items()]
+    every += [("gen-proposals", c / "gen-proposals", proposals, None, None),
+              ("gen-1k", c / "gen-1000", generated, None, None),
+              ("gen-10k", c / "gen-10000", generated, 5, 3),
+              ("gen-100k", c / "gen-100000", generated, 3, 1)]
+    wanted = set(filter(None, os.environ.get("GROUNDIDX_BENCH_PEERS", "").split(",")))
+    return [entry for entry in every if not wanted or entry[0] in wanted]
 
 
 def machine():
@@ -626,6 +647,7 @@ def main():
         "gen-1k": b.cold("gen-1k", c / "gen-1000", runs),
         "gen-10k": b.cold("gen-10k", c / "gen-10000", max(3, runs // 2)),
         "gen-100k": b.cold("gen-100k", c / "gen-100000", 2),
+        "gen-proposals": b.cold("gen-proposals", c / "gen-proposals", runs),
     })
     section("noop", lambda: {"shared-9k": b.noop("shared-9k", c / "shared9k", runs)} | {
         f"gen-{n}": b.noop(f"gen-{n}", c / f"gen-{n.replace('k', '000')}", runs) for n in ("1k", "10k", "100k")})
@@ -635,8 +657,8 @@ def main():
     section("mcp_search_in_process", lambda: b.search("gen-100k", c / "gen-100000", queries, 3))
     section("search_1m", lambda: b.search("gen-1m-chunks", c / "gen-1m-chunks", c / "queries-1m.txt", 3))
     section("scifact", b.scifact)
-    section("peers", lambda: {name: b.peer_qmd(name, c / "shared9k" / name, qs, runs)
-                              for name, qs in PEER_QUERIES.items()})
+    section("peers", lambda: {name: b.peer_qmd(name, folder, qs, peer_runs or runs, cold_runs)
+                              for name, folder, qs, peer_runs, cold_runs in peer_corpora(c)})
     section("http", lambda: b.http_clients(c / "shared9k" / "opensearch-docs"))
     section("embed", lambda: b.embedding(c / "shared9k" / "tldr-en",
                                          r["cold"]["tldr-en"]["groundidx"]["median_s"]))
@@ -708,7 +730,9 @@ def summary(r):
     if "embed" in r:
         v = r["embed"]
         rows.append("embedding vs sentence-transformers: " + ", ".join(
-            f"{k[6:]} {x:.2f}x" for k, x in v.items() if k.startswith("ratio_"))
+            f"{k[6:]} {x:.2f}x" for k, x in v.items() if k.startswith("ratio_")) + "; " + ", ".join(
+            f"{k[7:]} {c['kernel']} cosine to float32 min {c['cosine_min']:.5f}"
+            for k, c in v.items() if k.startswith("cosine_"))
             + f"; tldr-en cold with the model {v['cold_with_model_s']:.1f} s, without "
               f"{v['cold_without_model_s']:.2f} s -> model share {v['model_share']:.3f}")
     for name, v in r.get("scale", {}).items():

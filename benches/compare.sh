@@ -103,8 +103,15 @@ generate() { # N SEED DIR [extra args]
 }
 generate 1000 42 "$c/gen-1000" --queries "$c/queries.txt"
 generate 10000 42 "$c/gen-10000"
-generate 100000 42 "$c/gen-100000"
-generate 200000 7 "$c/gen-1m-chunks" --queries "$c/queries-1m.txt"
+# Design proposals, every file with YAML front matter (the shape of the corpus the cold-ingest
+# goal against qmd was set on: 1,200 files, 16.4 MB).
+generate 1200 42 "$c/gen-proposals" --shape proposals --queries "$c/queries-proposals.txt"
+if wants cold || wants noop || wants one_edit || wants mcp || wants mcp_search_in_process || wants peers; then
+  generate 100000 42 "$c/gen-100000"
+fi
+if wants search_1m; then
+  generate 200000 7 "$c/gen-1m-chunks" --queries "$c/queries-1m.txt"
+fi
 if wants scale; then
   generate 1000000 42 "$c/gen-1000000"
 fi

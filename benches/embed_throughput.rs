@@ -5,6 +5,9 @@
 //! Usage: `cargo bench --bench embed_throughput -- MODEL_DIR TEXTS.jsonl THREADS RUNS [MAX_TOKENS]`
 //! (`TEXTS.jsonl`: one JSON object with a `text` field per line, as `groundidx export` writes).
 //! Prints one JSON line per run: `{"run", "chunks", "seconds", "chunks_per_s"}`.
+//! `--cosine` instead embeds the texts at both precisions (`auto`, then `float32`) and prints
+//! one line of the kernel `auto` ran and the cosine of each text's two vectors (minimum, median,
+//! mean).
 //! Without arguments (as `cargo bench` runs every bench) it says so and measures nothing.
 
 use std::io::Write;
@@ -49,6 +52,10 @@ fn main() {
             .expect("GROUNDIDX_EMBED_PRECISION is auto or float32"),
         ..LocalConfig::default()
     };
+    if std::env::args().any(|arg| arg == "--cosine") {
+        cosine_of_precisions(&config, &texts);
+        return;
+    }
     let model = LocalModel::load(&config).expect("load the model");
     let runs: usize = runs.parse().expect("RUNS is a number");
     for run in 0..runs {
@@ -72,4 +79,49 @@ fn main() {
         )
         .expect("write to stdout");
     }
+}
+
+/// The cosine between each text's vector at `auto` precision and at `float32`.
+fn cosine_of_precisions(config: &LocalConfig, texts: &[String]) {
+    let texts = texts.iter().map(String::as_str).collect::<Vec<_>>();
+    let embed = |precision| {
+        let model = LocalModel::load(&LocalConfig {
+            precision,
+            ..config.clone()
+        })
+        .expect("load the model");
+        let vectors = texts
+            .chunks(CALL_CHUNKS)
+            .flat_map(|call| model.embed_passages(call).expect("embed"))
+            .collect::<Vec<_>>();
+        (model.describe()["kernel"].clone(), vectors)
+    };
+    let (kernel, auto) = embed(groundidx::embed::Precision::Auto);
+    let (_, float32) = embed(groundidx::embed::Precision::Float32);
+    let mut cosines = auto
+        .iter()
+        .zip(&float32)
+        .map(|(a, b)| {
+            let dot: f64 = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| f64::from(*x) * f64::from(*y))
+                .sum();
+            let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+            dot / (norm(a) * norm(b))
+        })
+        .collect::<Vec<_>>();
+    cosines.sort_by(f64::total_cmp);
+    writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        serde_json::json!({
+            "kernel": kernel,
+            "texts": cosines.len(),
+            "cosine_min": cosines.first(),
+            "cosine_median": cosines.get(cosines.len() / 2),
+            "cosine_mean": cosines.iter().sum::<f64>() / cosines.len() as f64,
+        })
+    )
+    .expect("write to stdout");
 }

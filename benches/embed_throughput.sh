@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Embedding throughput: groundidx's local model (candle) beside sentence-transformers (PyTorch)
-# on the same chunk texts, model, maximum length and threads. See docs/BENCHMARKS.md.
+# Embedding throughput: groundidx's local model, at its default precision (`auto`) and in
+# float32, beside sentence-transformers (PyTorch, float32) on the same chunk texts, model,
+# maximum length and threads. See docs/BENCHMARKS.md.
 #
 # Usage: benches/embed_throughput.sh [CORPORA_DIR] [MODEL_DIR]
 #   CORPORA_DIR  the shared corpora (tldr-en/, opensearch-docs/); default $GROUNDIDX_CORPORA,
@@ -91,14 +92,24 @@ random.Random(0).shuffle(lines)
 sys.stdout.writelines(lines[:int(sys.argv[1])])' "$n_chunks" >"$texts"
   tokens="$("$python" "$repo/benches/embed_throughput.py" "$model" "$texts" "$threads" 0 $max_tokens --tokens 2>/dev/null)"
   echo "$corpus: $tokens" >&2
+  # How far `auto` (bfloat16 on AMX tiles, where the CPU has them) is from float32.
+  cosine="$("${candle[@]}" "$model" "$texts" "$threads" 1 $max_tokens --cosine 2>/dev/null)"
+  echo "$corpus: auto against float32: $cosine" >&2
+  echo "$cosine" | python3 -c '
+import json, sys
+print(json.dumps({"corpus": sys.argv[1], "side": "cosine", **json.loads(sys.stdin.read())}))' "$corpus" >>"$results"
   # The sides take turns, one run each per round, so a change in the machine's load (another
   # build, another benchmark) falls on both sides alike; each run is a fresh process, and the
   # model's loading is not timed.
-  declare -A lines=([candle]="" [reference]="")
+  # `candle` runs the default precision (`auto`: bfloat16 on AMX tiles where the CPU has them),
+  # `candle-float32` float32 everywhere.
+  declare -A lines=([candle]="" [candle-float32]="" [reference]="")
   for ((round = 0; round < runs; round++)); do
-    for side in candle reference; do
+    for side in candle candle-float32 reference; do
       if [[ "$side" == candle ]]; then
-        line="$("${candle[@]}" "$model" "$texts" "$threads" 1 $max_tokens 2>/dev/null)"
+        line="$(GROUNDIDX_EMBED_PRECISION=auto "${candle[@]}" "$model" "$texts" "$threads" 1 $max_tokens 2>/dev/null)"
+      elif [[ "$side" == candle-float32 ]]; then
+        line="$(GROUNDIDX_EMBED_PRECISION=float32 "${candle[@]}" "$model" "$texts" "$threads" 1 $max_tokens 2>/dev/null)"
       else
         line="$("$python" "$repo/benches/embed_throughput.py" "$model" "$texts" "$threads" 1 $max_tokens 2>/dev/null)"
       fi
@@ -106,7 +117,7 @@ sys.stdout.writelines(lines[:int(sys.argv[1])])' "$n_chunks" >"$texts"
       lines[$side]+="$line"$'\n'
     done
   done
-  for side in candle reference; do
+  for side in candle candle-float32 reference; do
     echo "${lines[$side]}" | python3 -c '
 import json, statistics, sys
 corpus, side, tokens = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
@@ -121,12 +132,18 @@ python3 - "$results" "$threads" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 print(f"threads: {sys.argv[2]}; load average at the end: {open('/proc/loadavg').read().split()[:3]}")
-print(f"{'corpus':<16} {'chunks':>6} {'median tok':>10} {'candle c/s':>11} {'reference c/s':>14} {'ratio':>6}  runs (candle; reference)")
+print(f"{'corpus':<16} {'chunks':>6} {'median tok':>10} {'auto c/s':>9} {'float32 c/s':>11} "
+      f"{'reference c/s':>14} {'auto/ref':>8} {'f32/ref':>7}  runs (auto; float32; reference)")
 for corpus in dict.fromkeys(row["corpus"] for row in rows):
     by_side = {row["side"]: row for row in rows if row["corpus"] == corpus}
-    candle, reference = by_side["candle"], by_side["reference"]
-    print(f"{corpus:<16} {candle['chunks']:>6} {candle['median_tokens']:>10} "
-          f"{candle['median_chunks_per_s']:>11} {reference['median_chunks_per_s']:>14} "
-          f"{candle['median_chunks_per_s'] / reference['median_chunks_per_s']:>6.2f}  "
-          f"{candle['all']}; {reference['all']}")
+    cosine = by_side["cosine"]
+    print(f"{corpus}: auto ran {cosine['kernel']}; cosine to float32 min {cosine['cosine_min']:.5f}, "
+          f"median {cosine['cosine_median']:.5f} over {cosine['texts']} texts")
+    auto, f32, reference = by_side["candle"], by_side["candle-float32"], by_side["reference"]
+    print(f"{corpus:<16} {auto['chunks']:>6} {auto['median_tokens']:>10} "
+          f"{auto['median_chunks_per_s']:>9} {f32['median_chunks_per_s']:>11} "
+          f"{reference['median_chunks_per_s']:>14} "
+          f"{auto['median_chunks_per_s'] / reference['median_chunks_per_s']:>8.2f} "
+          f"{f32['median_chunks_per_s'] / reference['median_chunks_per_s']:>7.2f}  "
+          f"{auto['all']}; {f32['all']}; {reference['all']}")
 PY

@@ -160,8 +160,9 @@ pub(crate) fn product(activations: &[f32], m: usize, weights: &PackedWeights) ->
     assert_eq!(activations.len(), m * k, "activations of {m} × {k}");
     let m_pad = m.next_multiple_of(BLOCK);
     LHS.with_borrow_mut(|lhs| {
-        // The rows past `m` may hold an earlier product's values (finite bfloat16s): they only
-        // make output rows that are never read. The columns past `k` must be zero.
+        // The rows past `m` may hold an earlier product's values: an output row depends on its
+        // own input row alone, so they only make output rows that are never read. The columns
+        // past `k` are zeroed, as they meet every row.
         lhs.resize(lhs.len().max(m_pad * k_pad), 0);
         let lhs = &mut lhs[..m_pad * k_pad];
         round_rows(activations, k, lhs, k_pad);
@@ -177,28 +178,34 @@ pub(crate) fn product(activations: &[f32], m: usize, weights: &PackedWeights) ->
             // which the first `m` are kept.
             let mut out = Vec::with_capacity(m_pad * n);
             let spare = &mut out.spare_capacity_mut()[..m_pad * n];
-            tiles::multiply(
-                lhs,
-                &weights.panels,
-                spare.as_mut_ptr().cast(),
-                m_pad,
-                k_pad,
-                n_pad,
-            );
+            // SAFETY: `spare` is `m_pad × n_pad` writable floats; the sizes were checked above.
+            unsafe {
+                tiles::multiply(
+                    lhs,
+                    &weights.panels,
+                    spare.as_mut_ptr().cast(),
+                    m_pad,
+                    k_pad,
+                    n_pad,
+                );
+            }
             // SAFETY: `multiply` wrote all `m_pad × n_pad` values, a superset of the first
             // `m × n`.
             unsafe { out.set_len(m * n) };
             return out;
         }
         let mut padded = vec![0f32; m_pad * n_pad];
-        tiles::multiply(
-            lhs,
-            &weights.panels,
-            padded.as_mut_ptr(),
-            m_pad,
-            k_pad,
-            n_pad,
-        );
+        // SAFETY: `padded` is `m_pad × n_pad` floats; the sizes were checked above.
+        unsafe {
+            tiles::multiply(
+                lhs,
+                &weights.panels,
+                padded.as_mut_ptr(),
+                m_pad,
+                k_pad,
+                n_pad,
+            );
+        }
         let mut out = Vec::with_capacity(m * n);
         for row in padded.chunks_exact(n_pad).take(m) {
             out.extend_from_slice(&row[..n]);
@@ -264,8 +271,10 @@ mod tiles {
 
     /// `out[m_pad, n_pad] = lhs[m_pad, k_pad] × panels`, all padded as `product` pads them.
     ///
-    /// `out` must be valid for writing `m_pad × n_pad` float32s.
-    pub(super) fn multiply(
+    /// # Safety
+    /// `out` must be valid for writing `m_pad × n_pad` float32s, and `available()` must have
+    /// held.
+    pub(super) unsafe fn multiply(
         lhs: &[u16],
         panels: &[u16],
         out: *mut f32,
@@ -274,6 +283,7 @@ mod tiles {
         n_pad: usize,
     ) {
         assert_eq!(lhs.len(), m_pad * k_pad);
+        assert_eq!(panels.len(), (n_pad / TILE) * (k_pad / 2) * TILE * 2);
         let lhs_stride = k_pad * 2;
         let panel_stride = TILE * 2 * 2;
         let out_stride = n_pad * 4;
@@ -362,7 +372,7 @@ mod tiles {
 /// AMX is x86-64 only: `available()` is false elsewhere, so nothing calls this.
 #[cfg(not(target_arch = "x86_64"))]
 mod tiles {
-    pub(super) fn multiply(_: &[u16], _: &[u16], _: *mut f32, _: usize, _: usize, _: usize) {
+    pub(super) unsafe fn multiply(_: &[u16], _: &[u16], _: *mut f32, _: usize, _: usize, _: usize) {
         unreachable!("AMX is x86-64 only")
     }
 }
