@@ -657,8 +657,12 @@ def main():
     section("mcp_search_in_process", lambda: b.search("gen-100k", c / "gen-100000", queries, 3))
     section("search_1m", lambda: b.search("gen-1m-chunks", c / "gen-1m-chunks", c / "queries-1m.txt", 3))
     section("scifact", b.scifact)
-    section("peers", lambda: {name: b.peer_qmd(name, folder, qs, peer_runs or runs, cold_runs)
-                              for name, folder, qs, peer_runs, cold_runs in peer_corpora(c)})
+    # With `GROUNDIDX_BENCH_PEERS`, the corpora run join those of the last results.
+    kept_peers = r.get("peers", {}) if os.environ.get("GROUNDIDX_BENCH_PEERS") else {}
+    kept_peers = {} if "error" in kept_peers else kept_peers
+    section("peers", lambda: kept_peers | {
+        name: b.peer_qmd(name, folder, qs, peer_runs or runs, cold_runs)
+        for name, folder, qs, peer_runs, cold_runs in peer_corpora(c)})
     section("http", lambda: b.http_clients(c / "shared9k" / "opensearch-docs"))
     section("embed", lambda: b.embedding(c / "shared9k" / "tldr-en",
                                          r["cold"]["tldr-en"]["groundidx"]["median_s"]))
