@@ -67,9 +67,13 @@ struct CachedStemmer;
 /// Words a thread's stem cache holds before it starts again empty (about 2 MB).
 const STEM_CACHE_WORDS: usize = 20_000;
 
+/// Hashed by foldhash rather than SipHash: the lookup is on every token of every document, and
+/// SipHash was most of its cost. A hostile document can at worst fill the cache with colliding
+/// words, and the cache starts again empty at `STEM_CACHE_WORDS`.
+type StemCache = HashMap<String, String, foldhash::fast::RandomState>;
+
 thread_local! {
-    static STEMS: std::cell::RefCell<HashMap<String, String>> =
-        std::cell::RefCell::new(HashMap::new());
+    static STEMS: std::cell::RefCell<StemCache> = std::cell::RefCell::new(StemCache::default());
 }
 
 impl TokenFilter for CachedStemmer {
