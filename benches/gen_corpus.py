@@ -178,6 +178,25 @@ def proposal_front_matter(w, number, files, title):
     return "---\n" + "\n".join(fields) + "\n---\n"
 
 
+def sections(w, out, target, heading_share, identifiers_of=None):
+    """Appends headings and blocks to `out` until it holds `target` bytes. With
+    `identifiers_of` (the corpus's file count), half the blocks end with identifiers."""
+    rng = w.rng
+    size = sum(len(part) + 1 for part in out)
+    level = 2
+    while size < target:
+        if rng.random() < heading_share:
+            level = 2 if level == 3 or rng.random() < 0.5 else 3
+            part = "#" * level + " " + w.heading() + "\n"
+        else:
+            part = w.block()
+            if identifiers_of is not None and rng.random() < 0.5:
+                part += " " + " ".join(identifier(w, identifiers_of) for _ in range(rng.randint(1, 3)))
+            part += "\n"
+        out.append(part)
+        size += len(part) + 1
+
+
 def document(seed, number, words, cum, topics, size_scale, shape="docs", files=0):
     rng = random.Random(seed * 1_000_003 + number)
     topic = rng.randrange(TOPICS)
@@ -188,34 +207,13 @@ def document(seed, number, words, cum, topics, size_scale, shape="docs", files=0
     if shape == "proposals":
         out.append(proposal_front_matter(w, number, files, title))
         out.append(f"# GEP-{number:04d}: {title}\n")
-        size = sum(len(part) + 1 for part in out)
-        level = 2
-        while size < target:
-            if rng.random() < 0.3:
-                level = 2 if level == 3 or rng.random() < 0.5 else 3
-                part = "#" * level + " " + w.heading() + "\n"
-            else:
-                part = w.block()
-                if rng.random() < 0.5:
-                    part += " " + " ".join(identifier(w, files) for _ in range(rng.randint(1, 3)))
-                part += "\n"
-            out.append(part)
-            size += len(part) + 1
+        sections(w, out, target, heading_share=0.3, identifiers_of=files)
         return "\n".join(out), topic
     if rng.random() < 0.3:
         tags = sorted({w.topic[rng.randrange(10)] for _ in range(rng.randint(1, 3))})
         out.append(f"---\ntitle: {title}\ntags: [{', '.join(tags)}]\nnav_order: {number % 97}\n---\n")
     out.append(f"# {title}\n")
-    size = sum(len(part) + 1 for part in out)
-    level = 2
-    while size < target:
-        if rng.random() < 0.35:
-            level = 2 if level == 3 or rng.random() < 0.5 else 3
-            part = "#" * level + " " + w.heading() + "\n"
-        else:
-            part = w.block() + "\n"
-        out.append(part)
-        size += len(part) + 1
+    sections(w, out, target, heading_share=0.35)
     return "\n".join(out), topic
 
 
