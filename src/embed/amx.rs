@@ -8,7 +8,10 @@
 //!   are run only after the CPU (CPUID) and the kernel (the call above) both said yes. Every
 //!   tile load and store reads or writes 16 rows of 64 bytes from a base and a row stride; the
 //!   buffers are sized and padded before the first instruction so that every such row lies
-//!   inside them, which `product` asserts, in release builds too, before it starts.
+//!   inside them: `multiply` asserts the shapes, and each load's operand is a slice that ends
+//!   where its tile's last row ends, so indexing checks every read, in release builds too.
+//! - The tile registers hold their values from one `asm!` block to the next (the compiler never
+//!   allocates them: it is not given the AMX target features).
 //!
 //! The layout:
 //! - The weights `[k, n]` are converted once, at load, to bfloat16 in AMX's pair layout:
@@ -158,6 +161,9 @@ pub(crate) fn product(activations: &[f32], m: usize, weights: &PackedWeights) ->
     assert!(available(), "AMX tiles are not available on this CPU");
     let (k, n, k_pad, n_pad) = (weights.k, weights.n, weights.k_pad, weights.n_pad);
     assert_eq!(activations.len(), m * k, "activations of {m} × {k}");
+    if k == 0 {
+        return vec![0.0; m * n];
+    }
     let m_pad = m.next_multiple_of(BLOCK);
     LHS.with_borrow_mut(|lhs| {
         // The rows past `m` may hold an earlier product's values: an output row depends on its
@@ -273,7 +279,7 @@ mod tiles {
     ///
     /// # Safety
     /// `out` must be valid for writing `m_pad × n_pad` float32s, and `available()` must have
-    /// held.
+    /// held. (The shapes and `lhs` and `panels` are checked here.)
     pub(super) unsafe fn multiply(
         lhs: &[u16],
         panels: &[u16],
@@ -282,6 +288,9 @@ mod tiles {
         k_pad: usize,
         n_pad: usize,
     ) {
+        // Whole 32 × 32 blocks only: the stores below write rows and columns in 32s.
+        assert!(m_pad.is_multiple_of(BLOCK) && n_pad.is_multiple_of(BLOCK));
+        assert!(k_pad.is_multiple_of(TILE_K));
         assert_eq!(lhs.len(), m_pad * k_pad);
         assert_eq!(panels.len(), (n_pad / TILE) * (k_pad / 2) * TILE * 2);
         let lhs_stride = k_pad * 2;
@@ -309,17 +318,16 @@ mod tiles {
                 let left = &panels[(column / TILE) * panel_len..][..panel_len];
                 let right = &panels[(column / TILE + 1) * panel_len..][..panel_len];
                 for step in (0..k_pad).step_by(TILE_K) {
-                    let top = &lhs[row * k_pad + step..];
-                    let bottom = &lhs[(row + TILE) * k_pad + step..];
-                    let left = &left[(step / 2) * TILE * 2..];
-                    let right = &right[(step / 2) * TILE * 2..];
-                    // Each load reads 16 rows of 64 bytes: `top` and `bottom` rows `row..row
-                    // + 32` of `lhs` (row stride `k_pad`), columns `step..step + 32`, inside
-                    // `lhs` because `m_pad` and `k_pad` are multiples of 32; `left` and
-                    // `right` 16 consecutive rows of 64 bytes of their panels.
-                    debug_assert!(top.len() > 15 * k_pad + TILE_K - 1);
-                    debug_assert!(bottom.len() >= 15 * k_pad + TILE_K);
-                    debug_assert!(left.len() >= TILE * TILE * 2 && right.len() >= TILE * TILE * 2);
+                    // Each load reads 16 rows of 64 bytes (32 values): `top` and `bottom` rows
+                    // `row..row + 32` of `lhs` (row stride `k_pad`) from column `step`; `left`
+                    // and `right` 16 consecutive rows of their panels. Each slice ends where
+                    // its tile's last row ends, so indexing checks every read, in release
+                    // builds too.
+                    let tile_span = (TILE - 1) * k_pad + TILE_K;
+                    let top = &lhs[row * k_pad + step..][..tile_span];
+                    let bottom = &lhs[(row + TILE) * k_pad + step..][..tile_span];
+                    let left = &left[(step / 2) * TILE * 2..][..TILE * TILE * 2];
+                    let right = &right[(step / 2) * TILE * 2..][..TILE * TILE * 2];
                     // SAFETY: every row read lies inside the slices (above).
                     unsafe {
                         asm!(
@@ -479,6 +487,11 @@ mod tests {
         }
         let packed = PackedWeights::pack(&values(64 * 32, 1), 64, 32);
         assert!(product(&[], 0, &packed).is_empty());
+        // No inputs: every sum is empty.
+        assert_eq!(
+            product(&[], 3, &PackedWeights::pack(&[], 0, 5)),
+            vec![0.0; 15]
+        );
         for (m, k, n) in [
             (1, 1, 1),
             (17, 40, 33),
