@@ -57,7 +57,7 @@ pub struct EmbedArgs {
     pub embed_max_tokens: Option<usize>,
 
     /// How a local model multiplies its weights: `auto` in bfloat16 on AMX tiles where the CPU
-    /// has them (vectors within a cosine of 0.999 of float32's, several times faster), else in
+    /// has them (vectors within a cosine of 0.999 of float32's, about 1.7× as fast), else in
     /// float32; `float32` always in float32
     #[arg(long, value_name = "PRECISION", env = "GROUNDIDX_EMBED_PRECISION", value_parser = parse_precision)]
     pub embed_precision: Option<Precision>,
