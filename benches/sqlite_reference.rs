@@ -11,12 +11,17 @@
 //!
 //! - `cargo bench --bench sqlite_reference`: criterion, on a store of `sample_docs/` (or
 //!   `GROUNDIDX_BENCH_DOCS`).
-//! - `sqlite_reference keyed STORE CALLS [BLOCKS [QUERIES]]`: whole runs for
+//! - `sqlite_reference keyed STORE CALLS [BLOCKS [QUERIES]] [--clients N]`: whole runs for
 //!   `benches/compare.sh`: CALLS keyed calls on the existing STORE (with the queries of the file
 //!   QUERIES, one a line, if given) and CALLS reference transactions, alternating in BLOCKS
 //!   blocks; prints one JSON line with both rates and the keyed calls' p50 and p99.
+//!   With `--clients N`, N threads share each side's work: N callers of one `Agent` (whose
+//!   calls arriving together commit together), and N writers of the reference taking turns on
+//!   its connection, one transaction per row set as before (a writer without group commit).
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use criterion::Criterion;
@@ -124,7 +129,7 @@ impl Bare {
 struct Keyed {
     agent: Agent,
     run: String,
-    n: u64,
+    n: AtomicU64,
     queries: Vec<String>,
 }
 
@@ -140,7 +145,7 @@ impl Keyed {
         Keyed {
             agent: Agent::open(store, config, None).expect("open agent"),
             run: format!("bench-{}-{}", std::process::id(), now_ms()),
-            n: 0,
+            n: AtomicU64::new(0),
             queries: QUERIES
                 .iter()
                 .map(std::string::ToString::to_string)
@@ -149,13 +154,13 @@ impl Keyed {
     }
 
     /// One executed keyed call; returns the length of its answer.
-    fn call(&mut self) -> usize {
-        self.n += 1;
+    fn call(&self) -> usize {
+        let n = self.n.fetch_add(1, Ordering::Relaxed) + 1;
         let call = ToolCall {
             scope: "bench".into(),
-            key: Some(format!("{}/{}", self.run, self.n).into()),
+            key: Some(format!("{}/{}", self.run, n).into()),
             tool: "search_docs".into(),
-            arguments: json!({"query": self.queries[self.n as usize % self.queries.len()], "top_k": 10}),
+            arguments: json!({"query": self.queries[n as usize % self.queries.len()], "top_k": 10}),
         };
         let response = self.agent.call(&call, now_ms()).expect("keyed call");
         response.body.len()
@@ -169,7 +174,7 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-fn keyed_mode(store: &Path, calls: usize, blocks: usize, queries: Option<&Path>) {
+fn keyed_mode(store: &Path, calls: usize, blocks: usize, queries: Option<&Path>, clients: usize) {
     let mut keyed = Keyed::open(store);
     if let Some(file) = queries {
         keyed.queries = std::fs::read_to_string(file)
@@ -180,30 +185,49 @@ fn keyed_mode(store: &Path, calls: usize, blocks: usize, queries: Option<&Path>)
             .map(String::from)
             .collect();
     }
-    let mut latencies: Vec<f64> = Vec::with_capacity(calls);
+    let clients = clients.max(1);
     let response_len = keyed.call();
     let reference_db = store
         .parent()
         .unwrap_or(Path::new("."))
         .join("sqlite-reference");
-    let mut bare = Bare::open(&reference_db, response_len);
-    bare.insert();
-    let per_block = (calls / blocks.max(1)).max(1);
+    let bare = Mutex::new(Bare::open(&reference_db, response_len));
+    bare.lock().expect("reference").insert();
+    let per_block = (calls / blocks.max(1)).max(clients);
+    let per_client = per_block / clients;
+    let per_block = per_client * clients;
+    let mut latencies: Vec<f64> = Vec::with_capacity(calls);
     let (mut keyed_secs, mut bare_secs, mut done) = (0.0, 0.0, 0);
     for block in 0..blocks.max(1) {
         // Alternate which side goes first.
         for side in [block % 2, 1 - block % 2] {
             let started = Instant::now();
-            for _ in 0..per_block {
-                if side == 0 {
-                    let one = Instant::now();
-                    keyed.call();
-                    latencies.push(one.elapsed().as_secs_f64() * 1e6);
-                } else {
-                    bare.insert();
-                }
-            }
+            let timed: Vec<Vec<f64>> = std::thread::scope(|scope| {
+                let workers: Vec<_> = (0..clients)
+                    .map(|_| {
+                        let (keyed, bare) = (&keyed, &bare);
+                        scope.spawn(move || {
+                            let mut timed = Vec::with_capacity(per_client);
+                            for _ in 0..per_client {
+                                if side == 0 {
+                                    let one = Instant::now();
+                                    keyed.call();
+                                    timed.push(one.elapsed().as_secs_f64() * 1e6);
+                                } else {
+                                    bare.lock().expect("reference").insert();
+                                }
+                            }
+                            timed
+                        })
+                    })
+                    .collect();
+                workers
+                    .into_iter()
+                    .map(|w| w.join().expect("a client"))
+                    .collect()
+            });
             let secs = started.elapsed().as_secs_f64();
+            latencies.extend(timed.into_iter().flatten());
             if side == 0 {
                 keyed_secs += secs;
             } else {
@@ -219,6 +243,7 @@ fn keyed_mode(store: &Path, calls: usize, blocks: usize, queries: Option<&Path>)
     latencies.sort_by(f64::total_cmp);
     let pct = |p: f64| latencies[((p / 100.0) * (latencies.len() - 1) as f64).round() as usize];
     emit(json!({
+        "clients": clients,
         "keyed_call_p50_us": pct(50.0),
         "keyed_call_p99_us": pct(99.0),
         "transactions_each": done,
@@ -242,7 +267,7 @@ fn criterion_benches(c: &mut Criterion) {
         .expect("open store");
     ingest(&mut store, &[docs()], &IngestConfig::default(), &NoProgress).expect("ingest");
     store.close().expect("close");
-    let mut keyed = Keyed::open(&store_dir);
+    let keyed = Keyed::open(&store_dir);
     let response_len = keyed.call();
     let mut bare = Bare::open(&tmp.path().join("reference"), response_len);
     let mut group = c.benchmark_group("keyed-call");
@@ -252,7 +277,18 @@ fn criterion_benches(c: &mut Criterion) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let clients = match args.iter().position(|a| a == "--clients") {
+        Some(at) => {
+            let n = args
+                .get(at + 1)
+                .and_then(|n| n.parse().ok())
+                .expect("--clients takes a number");
+            args.drain(at..at + 2);
+            n
+        }
+        None => 1,
+    };
     match args.first().map(String::as_str) {
         Some("keyed") if args.len() >= 3 => {
             let calls = args[2].parse().expect("CALLS is a number");
@@ -262,6 +298,7 @@ fn main() {
                 calls,
                 blocks,
                 args.get(4).map(Path::new),
+                clients,
             );
         }
         _ => {

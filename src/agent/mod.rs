@@ -2,13 +2,15 @@
 //!
 //! A call is validated, fingerprinted (`blake3` of the canonical JSON of the tool name and the
 //! arguments as received), looked up by `(scope, key)`, executed read-only, and recorded with
-//! its audit event and usage unit in one transaction (`Ledger::record_call`). A repeat with the
-//! same key and arguments gets the first answer's bytes and writes nothing; other arguments are
-//! refused and write nothing; a call over the quota is refused and writes nothing. This module
-//! is synchronous; `server` calls it from blocking tasks.
+//! its audit event and usage unit in one transaction, which calls arriving together share
+//! (`group_commit`). A repeat with the same key and arguments gets the first answer's bytes and
+//! writes nothing; other arguments are refused and write nothing; a call over the quota is
+//! refused and writes nothing. This module is synchronous; `server` calls it from blocking
+//! tasks.
 
 mod canonical;
 pub mod cursor;
+mod group_commit;
 pub mod recorder;
 pub mod tools;
 

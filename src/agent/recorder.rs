@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::group_commit::GroupCommit;
 use super::{CallError, KeySource, is_unreachable, unavailable};
 use crate::clock;
 use crate::error::{Error, Result};
@@ -54,11 +55,12 @@ pub trait CallLedger: Send + Sync {
 
 /// A store's own ledger as the agent path uses it: read-only connections for lookups and
 /// quotas, and one connection for the writes (SQLite takes one writer at a time in any case),
-/// absent on a read-only mount.
+/// which records the calls that arrive together in one transaction (`GroupCommit`); absent on
+/// a read-only mount.
 pub(crate) struct LocalCalls {
     dir: std::path::PathBuf,
     reads: LedgerPool,
-    writes: Option<Mutex<Ledger>>,
+    writes: Option<GroupCommit>,
 }
 
 impl LocalCalls {
@@ -70,11 +72,11 @@ impl LocalCalls {
         } else {
             let ledger = Ledger::open(&path, Access::ReadWrite)?;
             ledger.set_busy_timeout(busy_timeout)?;
-            Some(Mutex::new(ledger))
+            Some(GroupCommit::new(ledger))
         };
         Ok(LocalCalls {
             dir: dir.to_path_buf(),
-            reads: LedgerPool::open(&path, READ_CONNECTIONS)?,
+            reads: LedgerPool::open_unmapped(&path, READ_CONNECTIONS)?,
             writes,
         })
     }
@@ -84,7 +86,8 @@ impl LocalCalls {
         let path = StorePaths::new(dir).existing_ledger()?;
         Ok(LocalCalls {
             dir: dir.to_path_buf(),
-            reads: LedgerPool::open(&path, READ_CONNECTIONS).map_err(|err| err.in_store(dir))?,
+            reads: LedgerPool::open_unmapped(&path, READ_CONNECTIONS)
+                .map_err(|err| err.in_store(dir))?,
             writes: None,
         })
     }
@@ -99,17 +102,13 @@ impl LocalCalls {
         &self.reads
     }
 
-    fn with_writes<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T> {
-        let Some(ledger) = &self.writes else {
-            return Err(Error::io(
+    fn writer(&self) -> Result<&GroupCommit> {
+        self.writes.as_ref().ok_or_else(|| {
+            Error::io(
                 format!("write to the store at {}", self.dir.display()),
                 std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),
-            ));
-        };
-        let mut ledger = ledger
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut ledger)
+            )
+        })
     }
 }
 
@@ -123,7 +122,7 @@ impl CallLedger for LocalCalls {
         call: &NewCall<'_>,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<(RecordOutcome, i64)> {
-        let outcome = self.with_writes(|ledger| ledger.record_call(call, cancelled))?;
+        let outcome = self.writer()?.record(call, cancelled)?;
         Ok((outcome, call.now_ms))
     }
 
@@ -149,7 +148,7 @@ impl CallLedger for LocalCalls {
                 self.dir.display()
             )));
         }
-        self.with_writes(|ledger| ledger.prune_keys(now_ms))
+        self.writer()?.exclusive(|ledger| ledger.prune_keys(now_ms))
     }
 }
 

@@ -63,6 +63,9 @@
 //!   embeddings API ranks the same.
 //! - `search_generation`: an answer, its audit row and its replay name the commit searched.
 //! - `agent_concurrency`: concurrent clients during ingests get whole generations, never older.
+//! - `group_commit`: keyed calls from concurrent clients, committed together, with the server
+//!   killed at random moments: every answered call is recorded once, no call half-recorded,
+//!   and a retry of each unanswered one leaves it recorded once.
 //! - `two_roots`: the same relative path under two roots is told apart by its root everywhere.
 //! - `agent_cursor`: P6, `search_docs` pages with `cursor` from one generation; bad cursors refused.
 //! - `python_package`: `contrib/python`'s pytest suite (the JSON API client, the LangChain and
@@ -161,6 +164,7 @@ mod formats;
 mod formats_html_rst;
 mod formats_pdf_adoc;
 mod fuzz_regressions;
+mod group_commit;
 mod heal;
 mod hostile_input;
 mod hostile_names;

@@ -1,9 +1,12 @@
 //! The agent path's SQL: idempotency keys, audit events and usage events.
 //!
-//! `record_call` is the one write of a tool call: a single `BEGIN IMMEDIATE` transaction that
+//! A tool call's one write is `record_in_group`: under a savepoint of its own inside a
+//! `BEGIN IMMEDIATE` transaction that calls arriving together share (`agent::group_commit`), it
 //! looks the key up, checks the quota, and inserts the key record, the audit row and the usage
 //! row together, or nothing at all. Audit and usage rows carry their own `UNIQUE (scope, key)`
 //! and outlive the key record, so even a retry after `gc` is never logged or counted twice.
+
+use std::collections::HashMap;
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
@@ -13,6 +16,22 @@ use crate::error::Result;
 use crate::ledger::{
     AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow,
 };
+
+/// The units each `(scope, window)` has used, as the writer counted them within its own
+/// transactions: summing a window's usage rows for every call costs as many rows as the window
+/// holds, while a count kept here costs nothing. It is exact while no other connection has
+/// committed (`PRAGMA data_version`, read at each group's start, unchanged) and is forgotten
+/// otherwise, and when a group is rolled back.
+#[derive(Debug, Default)]
+pub(crate) struct UnitCounts {
+    data_version: Option<i64>,
+    counts: HashMap<(String, i64), u64>,
+}
+
+impl UnitCounts {
+    /// The most windows kept: past it the counts start again (from the rows).
+    const MOST: usize = 4096;
+}
 
 impl Ledger {
     /// Sets how long a write waits for SQLite's lock before failing with `Error::Busy`.
@@ -34,79 +53,154 @@ impl Ledger {
         Ok(found)
     }
 
-    /// Records an executed call: one transaction, all rows or none. `cancelled` is asked last,
-    /// just before the commit: a call cancelled by then is rolled back, one cancelled later stays.
-    pub(crate) fn record_call(
-        &mut self,
+    /// Opens the write transaction a group of calls is recorded in (`agent::group_commit`),
+    /// forgetting the units counted before when another connection has committed since.
+    pub(crate) fn begin_calls(&self, units: &mut UnitCounts) -> Result<()> {
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(sql_error("begin keyed calls"))?;
+        let version: i64 = self
+            .conn
+            .query_row("PRAGMA data_version", [], |row| row.get(0))
+            .map_err(sql_error("begin keyed calls"))?;
+        if units.data_version != Some(version) {
+            units.counts.clear();
+            units.data_version = Some(version);
+        }
+        Ok(())
+    }
+
+    /// Records one executed call inside the open group transaction, under a savepoint of its
+    /// own: all its rows or none, whatever the other calls of the group do. `cancelled` is asked
+    /// last: a call cancelled by then is rolled back, one cancelled later stays once the group
+    /// commits. A key or quota used by an earlier call of the same group is seen as used.
+    pub(crate) fn record_in_group(
+        &self,
         call: &NewCall<'_>,
+        units: &mut UnitCounts,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<RecordOutcome> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
+        self.conn
+            .execute_batch("SAVEPOINT keyed_call")
             .map_err(sql_error("begin keyed call"))?;
-        let existing = lookup(&tx, call.scope, call.key)?;
+        let outcome = self.insert_call(call, units, cancelled);
+        let end = match outcome {
+            Ok(RecordOutcome::Recorded) => "RELEASE keyed_call",
+            _ => "ROLLBACK TO keyed_call; RELEASE keyed_call",
+        };
+        if let Err(err) = self.conn.execute_batch(end) {
+            // Whether the call's rows stay is unknown: count the units from the rows again.
+            units.counts.clear();
+            units.data_version = None;
+            return Err(sql_error("end keyed call")(err));
+        }
+        outcome
+    }
+
+    /// Commits the group transaction; on failure rolls it back (nothing of the group stays).
+    pub(crate) fn commit_calls(&self, units: &mut UnitCounts) -> Result<()> {
+        let committed = self
+            .conn
+            .execute_batch("COMMIT")
+            .map_err(sql_error("commit keyed calls"));
+        if committed.is_err() {
+            self.rollback_calls(units);
+        }
+        committed
+    }
+
+    /// Rolls the group transaction back, if one is open, with the units it counted.
+    pub(crate) fn rollback_calls(&self, units: &mut UnitCounts) {
+        units.counts.clear();
+        units.data_version = None;
+        if !self.conn.is_autocommit() {
+            // A failed rollback leaves nothing to undo: SQLite has ended the transaction.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+
+    fn insert_call(
+        &self,
+        call: &NewCall<'_>,
+        units: &mut UnitCounts,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<RecordOutcome> {
+        let existing = lookup(&self.conn, call.scope, call.key)?;
         if existing != KeyLookup::Unused {
             return Ok(RecordOutcome::Existing(existing));
         }
-        let used = units_in(&tx, call.scope, call.window_start)?;
+        let window = (call.scope.to_string(), call.window_start);
+        let used = match units.counts.get(&window) {
+            Some(used) => *used,
+            None => units_in(&self.conn, call.scope, call.window_start)?,
+        };
         if used + 1 > call.quota {
             return Ok(RecordOutcome::OverQuota);
         }
-        tx.execute(
-            "INSERT INTO idempotency_keys (scope, key, tool, fingerprint, status, response,
-                 is_error, index_generation, created_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, 'completed', ?5, ?6, ?7, ?8, ?9)",
-            params![
-                call.scope,
-                call.key,
-                call.tool,
-                call.fingerprint,
-                call.response,
-                call.is_error,
-                call.index_generation as i64,
-                call.now_ms,
-                call.expires_at
-            ],
-        )
-        .map_err(sql_error(format!("record key '{}'", call.key)))?;
-        tx.execute(
-            "INSERT INTO audit_events (scope, key, key_source, tool, fingerprint, arguments,
-                 outcome, n_hits, index_generation, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            params![
-                call.scope,
-                call.key,
-                call.key_source,
-                call.tool,
-                call.fingerprint,
-                call.arguments,
-                call.outcome,
-                call.n_hits as i64,
-                call.index_generation as i64,
-                call.now_ms
-            ],
-        )
-        .map_err(sql_error("record audit event"))?;
-        tx.execute(
-            "INSERT INTO usage_events (scope, key, units, window_start, window_secs, created_at)
-             VALUES (?1, ?2, 1, ?3, ?4, ?5)",
-            params![
-                call.scope,
-                call.key,
-                call.window_start,
-                call.window_secs as i64,
-                call.now_ms
-            ],
-        )
-        .map_err(sql_error("record usage"))?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO idempotency_keys (scope, key, tool, fingerprint, status, response,
+                     is_error, index_generation, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, 'completed', ?5, ?6, ?7, ?8, ?9)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    call.scope,
+                    call.key,
+                    call.tool,
+                    call.fingerprint,
+                    call.response,
+                    call.is_error,
+                    call.index_generation as i64,
+                    call.now_ms,
+                    call.expires_at
+                ])
+            })
+            .map_err(sql_error(format!("record key '{}'", call.key)))?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO audit_events (scope, key, key_source, tool, fingerprint, arguments,
+                     outcome, n_hits, index_generation, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    call.scope,
+                    call.key,
+                    call.key_source,
+                    call.tool,
+                    call.fingerprint,
+                    call.arguments,
+                    call.outcome,
+                    call.n_hits as i64,
+                    call.index_generation as i64,
+                    call.now_ms
+                ])
+            })
+            .map_err(sql_error("record audit event"))?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO usage_events (scope, key, units, window_start, window_secs, created_at)
+                 VALUES (?1, ?2, 1, ?3, ?4, ?5)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    call.scope,
+                    call.key,
+                    call.window_start,
+                    call.window_secs as i64,
+                    call.now_ms
+                ])
+            })
+            .map_err(sql_error("record usage"))?;
         crash_point("keys.before_commit");
         if cancelled() {
-            // Dropping the transaction rolls it back.
             return Ok(RecordOutcome::Cancelled);
         }
-        tx.commit().map_err(sql_error("commit keyed call"))?;
-        crash_point("keys.after_commit");
+        if units.counts.len() >= UnitCounts::MOST {
+            units.counts.clear();
+        }
+        units.counts.insert(window, used + 1);
         Ok(RecordOutcome::Recorded)
     }
 

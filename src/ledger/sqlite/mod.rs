@@ -13,6 +13,8 @@ mod replica;
 pub mod schema;
 mod vectors;
 
+pub(crate) use keys::UnitCounts;
+
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -146,6 +148,13 @@ impl Ledger {
             has_pages,
             has_since,
         })
+    }
+
+    /// Reads by `pread` rather than through a memory map (`LedgerPool::open_unmapped`).
+    pub(crate) fn unmap(&self) -> Result<()> {
+        self.conn
+            .execute_batch("PRAGMA mmap_size = 0;")
+            .map_err(sql_error("turn the memory map off"))
     }
 
     /// False once a connection opened as immutable can no longer trust its file: its mount

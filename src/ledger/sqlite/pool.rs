@@ -24,6 +24,9 @@ pub(crate) const READ_CONNECTIONS: usize = 16;
 pub(crate) struct LedgerPool {
     path: PathBuf,
     max: usize,
+    /// Whether its connections read through a memory map (`Ledger::open`'s default for
+    /// readers), or by `pread` (`open_unmapped`).
+    mapped: bool,
     state: Mutex<PoolState>,
     returned: Condvar,
 }
@@ -44,16 +47,37 @@ impl LedgerPool {
     /// Opens the first connection now, so that a missing ledger or an unknown schema is an
     /// error here, not at the first read. At most `max` (at least 1) are ever open.
     pub fn open(path: &Path, max: usize) -> Result<LedgerPool> {
-        let first = Ledger::open(path, Access::ReadOnly)?;
+        LedgerPool::open_mapped(path, max, true)
+    }
+
+    /// A pool for point reads (the agent's key lookups and quota counts) on a ledger that
+    /// changes all the time: a connection reading through a memory map unmaps the whole file
+    /// at its first read after any commit (an unmap is a TLB shootdown on every core), which
+    /// cost a keyed call more than the few pages it reads.
+    pub fn open_unmapped(path: &Path, max: usize) -> Result<LedgerPool> {
+        LedgerPool::open_mapped(path, max, false)
+    }
+
+    fn open_mapped(path: &Path, max: usize, mapped: bool) -> Result<LedgerPool> {
+        let first = Self::connect(path, mapped)?;
         Ok(LedgerPool {
             path: path.to_path_buf(),
             max: max.max(1),
+            mapped,
             state: Mutex::new(PoolState {
                 idle: vec![first],
                 open: 1,
             }),
             returned: Condvar::new(),
         })
+    }
+
+    fn connect(path: &Path, mapped: bool) -> Result<Ledger> {
+        let ledger = Ledger::open(path, Access::ReadOnly)?;
+        if !mapped {
+            ledger.unmap()?;
+        }
+        Ok(ledger)
     }
 
     /// An idle connection, a new one while fewer than `max` are open, or the next one handed
@@ -77,7 +101,7 @@ impl LedgerPool {
             if state.open < self.max {
                 state.open += 1;
                 drop(state);
-                return match Ledger::open(&self.path, Access::ReadOnly) {
+                return match Self::connect(&self.path, self.mapped) {
                     Ok(ledger) => Ok(self.lend(ledger)),
                     Err(err) => {
                         self.state

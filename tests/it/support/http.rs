@@ -242,6 +242,19 @@ impl Server {
         self.reply(response)
     }
 
+    /// `POST /v1/tools/search_docs` with `Idempotency-Key: "K"`, or why no response came (the
+    /// server killed while the request was in flight).
+    pub fn try_search(&self, k: &str, body: &str) -> Result<Reply, String> {
+        let response = self
+            .http
+            .post(format!("{}/v1/tools/search_docs", self.base))
+            .header("Content-Type", "application/json")
+            .header("Idempotency-Key", format!("\"{k}\""))
+            .send(body)
+            .map_err(|err| err.to_string())?;
+        Ok(self.reply(response))
+    }
+
     pub fn get(&self, path: &str) -> Reply {
         let response = self
             .http
