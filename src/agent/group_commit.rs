@@ -36,9 +36,10 @@ pub(crate) struct GroupCommit {
     /// Groups committed, for the tests.
     #[cfg(test)]
     commits: AtomicUsize,
-    /// Run by a leader just before its commit, for the tests.
+    /// Run by a leader just after its commit, before any call of the group returns, for the
+    /// tests.
     #[cfg(test)]
-    before_commit: Option<Box<dyn Fn() + Send + Sync>>,
+    after_commit: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 struct State {
@@ -52,6 +53,9 @@ struct Group {
     /// Calls the leader waits for before it commits.
     seats: usize,
     joined: usize,
+    /// Why the transaction cannot be committed (a call broke it, or panicked inside it): the
+    /// leader rolls the whole group back.
+    broken: Option<String>,
     outcome: Arc<GroupOutcome>,
 }
 
@@ -72,7 +76,7 @@ impl GroupCommit {
             #[cfg(test)]
             commits: AtomicUsize::new(0),
             #[cfg(test)]
-            before_commit: None,
+            after_commit: None,
         }
     }
 
@@ -129,12 +133,18 @@ impl GroupCommit {
         let group = Group {
             seats,
             joined: 0,
+            broken: None,
             outcome: Arc::clone(&lead.outcome),
         };
         lead.state().open = Some(group);
         let own = {
-            let State { ledger, units, .. } = lead.state();
-            ledger.record_in_group(call, units, cancelled)
+            let State {
+                ledger,
+                units,
+                open,
+            } = lead.state();
+            let recorded = ledger.record_in_group(call, units, cancelled);
+            settle(recorded, open)
         };
         if seats > 0 {
             let mut state = lead.state.take().expect("the leader holds the state");
@@ -143,14 +153,25 @@ impl GroupCommit {
             }
             lead.state = Some(state);
         }
+        let broken = lead.state().open.as_mut().and_then(|g| g.broken.take());
+        let committed = match broken {
+            None => {
+                let State { ledger, units, .. } = lead.state();
+                ledger.commit_calls(units)
+            }
+            Some(why) => {
+                let State { ledger, units, .. } = lead.state();
+                ledger.rollback_calls(units);
+                Err(Error::io(
+                    "record this call's group",
+                    std::io::Error::other(format!("nothing of the group was recorded: {why}")),
+                ))
+            }
+        };
         #[cfg(test)]
-        if let Some(hook) = &self.before_commit {
+        if let Some(hook) = &self.after_commit {
             hook();
         }
-        let committed = {
-            let State { ledger, units, .. } = lead.state();
-            ledger.commit_calls(units)
-        };
         #[cfg(test)]
         self.commits.fetch_add(1, Ordering::SeqCst);
         tracing::trace!(calls = seats + 1, "keyed calls committed together");
@@ -171,9 +192,21 @@ impl GroupCommit {
         call: &NewCall<'_>,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<RecordOutcome> {
-        let own = {
+        let recorded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let State { ledger, units, .. } = &mut *state;
             ledger.record_in_group(call, units, cancelled)
+        }));
+        let own = match recorded {
+            Ok(recorded) => settle(recorded, &mut state.open),
+            Err(panic) => {
+                // The call's savepoint may hold part of its rows: the group is rolled back.
+                if let Some(group) = &mut state.open {
+                    group.broken = Some("a call panicked while recording".into());
+                }
+                drop(state);
+                self.seated.notify_one();
+                std::panic::resume_unwind(panic);
+            }
         };
         self.seated.notify_one();
         while outcome.get().is_none() {
@@ -202,7 +235,26 @@ impl GroupCommit {
         while state.open.is_some() {
             state = self.wait(&self.ended, state);
         }
+        // What `f` writes is this connection's own, which `PRAGMA data_version` does not see.
+        state.units = UnitCounts::default();
         f(&mut state.ledger)
+    }
+}
+
+/// A call's outcome from `record_in_group`; a group transaction the call broke is marked so,
+/// for its leader to roll back, and the call fails.
+fn settle(
+    recorded: Result<Result<RecordOutcome>>,
+    open: &mut Option<Group>,
+) -> Result<RecordOutcome> {
+    match recorded {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            if let Some(group) = open {
+                group.broken.get_or_insert_with(|| err.to_string());
+            }
+            Err(err)
+        }
     }
 }
 
@@ -351,10 +403,10 @@ mod tests {
     fn no_call_of_a_group_returns_before_its_commit() {
         let dir = tempfile::tempdir().expect("temp dir");
         let returned = std::sync::Arc::new(AtomicUsize::new(0));
-        let seen_before_commit = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let seen_at_commit = std::sync::Arc::new(Mutex::new(Vec::new()));
         let mut commit = writer(&dir);
-        commit.before_commit = Some(Box::new({
-            let (returned, seen) = (returned.clone(), seen_before_commit.clone());
+        commit.after_commit = Some(Box::new({
+            let (returned, seen) = (returned.clone(), seen_at_commit.clone());
             move || {
                 // Time for a call that would not wait for the commit to return.
                 std::thread::sleep(Duration::from_millis(100));
@@ -369,10 +421,83 @@ mod tests {
         assert!(outcomes.iter().all(|o| *o == RecordOutcome::Recorded));
         assert_eq!(commit.commits.load(Ordering::SeqCst), 1);
         assert_eq!(
-            *seen_before_commit.lock().unwrap(),
+            *seen_at_commit.lock().unwrap(),
             [0],
             "calls returned before the commit that holds their rows"
         );
+    }
+
+    #[test]
+    fn a_call_panicking_in_its_group_rolls_the_group_back_and_wedges_nothing() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let commit = writer(&dir);
+        let returned: Vec<std::thread::Result<Result<RecordOutcome>>> =
+            std::thread::scope(|scope| {
+                let commit = &commit;
+                let mut calls = Vec::new();
+                commit
+                    .exclusive(|_| {
+                        calls = (0..6)
+                            .map(|i| {
+                                scope.spawn(move || {
+                                    let key = format!("p{i}");
+                                    let response = b"{}".to_vec();
+                                    let call = NewCall {
+                                        scope: "local",
+                                        key: &key,
+                                        key_source: "caller",
+                                        tool: "search_docs",
+                                        fingerprint: b"fingerprint",
+                                        arguments: "{}",
+                                        response: &response,
+                                        is_error: false,
+                                        outcome: "ok",
+                                        n_hits: 1,
+                                        index_generation: 1,
+                                        now_ms: 1_000,
+                                        expires_at: 2_000,
+                                        window_start: 0,
+                                        window_secs: 60,
+                                        quota: 100,
+                                    };
+                                    commit.record(&call, &|| {
+                                        assert_ne!(i, 3, "call p3 panics inside its savepoint");
+                                        false
+                                    })
+                                })
+                            })
+                            .collect();
+                        while commit.arriving.load(Ordering::SeqCst) < 6 {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        Ok(())
+                    })
+                    .expect("hold the writer while the calls arrive");
+                calls
+                    .into_iter()
+                    .map(std::thread::ScopedJoinHandle::join)
+                    .collect()
+            });
+        assert!(returned[3].is_err(), "p3 panicked");
+        // Exactly the calls answered `Recorded` are recorded: the panicking call's group, of
+        // one or of several, was rolled back whole.
+        let mut recorded: Vec<String> = returned
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| matches!(r, Ok(Ok(RecordOutcome::Recorded))))
+            .map(|(i, _)| format!("p{i}"))
+            .collect();
+        recorded.sort();
+        let mut keys = audited(&commit);
+        keys.sort();
+        assert_eq!(keys, recorded);
+        assert!(!keys.contains(&"p3".to_string()));
+        // The writer is not wedged.
+        assert_eq!(
+            record(&commit, "after", 100, false).expect("recorded"),
+            RecordOutcome::Recorded
+        );
+        assert!(audited(&commit).contains(&"after".to_string()));
     }
 
     #[test]

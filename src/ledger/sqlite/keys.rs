@@ -12,7 +12,7 @@ use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::{Ledger, sql_error};
 use crate::crash::crash_point;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ledger::{
     AuditRow, KeyLookup, KeyRecord, NewCall, RecordOutcome, SpooledCall, UsageRow,
 };
@@ -56,13 +56,25 @@ impl Ledger {
     /// Opens the write transaction a group of calls is recorded in (`agent::group_commit`),
     /// forgetting the units counted before when another connection has committed since.
     pub(crate) fn begin_calls(&self, units: &mut UnitCounts) -> Result<()> {
+        if !self.conn.is_autocommit() {
+            // A transaction a failed rollback left open would hold SQLite's write lock for good.
+            tracing::warn!("a keyed-call transaction was left open; rolling it back");
+            self.rollback_calls(units);
+        }
         self.conn
             .execute_batch("BEGIN IMMEDIATE")
             .map_err(sql_error("begin keyed calls"))?;
-        let version: i64 = self
+        let version = self
             .conn
-            .query_row("PRAGMA data_version", [], |row| row.get(0))
-            .map_err(sql_error("begin keyed calls"))?;
+            .query_row("PRAGMA data_version", [], |row| row.get::<_, i64>(0))
+            .map_err(sql_error("begin keyed calls"));
+        let version = match version {
+            Ok(version) => version,
+            Err(err) => {
+                self.rollback_calls(units);
+                return Err(err);
+            }
+        };
         if units.data_version != Some(version) {
             units.counts.clear();
             units.data_version = Some(version);
@@ -74,12 +86,23 @@ impl Ledger {
     /// own: all its rows or none, whatever the other calls of the group do. `cancelled` is asked
     /// last: a call cancelled by then is rolled back, one cancelled later stays once the group
     /// commits. A key or quota used by an earlier call of the same group is seen as used.
+    ///
+    /// `Err` when the group's transaction can no longer be trusted to hold exactly the rows of
+    /// the calls recorded in it (SQLite ended it, or the savepoint could not be closed): the
+    /// whole group must then be rolled back.
     pub(crate) fn record_in_group(
         &self,
         call: &NewCall<'_>,
         units: &mut UnitCounts,
         cancelled: &dyn Fn() -> bool,
-    ) -> Result<RecordOutcome> {
+    ) -> Result<Result<RecordOutcome>, Error> {
+        if self.conn.is_autocommit() {
+            // A savepoint outside a transaction would start (and its release commit) one of
+            // its own.
+            return Err(Error::Inconsistent(
+                "the keyed calls' transaction ended before its commit".into(),
+            ));
+        }
         self.conn
             .execute_batch("SAVEPOINT keyed_call")
             .map_err(sql_error("begin keyed call"))?;
@@ -88,13 +111,18 @@ impl Ledger {
             Ok(RecordOutcome::Recorded) => "RELEASE keyed_call",
             _ => "ROLLBACK TO keyed_call; RELEASE keyed_call",
         };
-        if let Err(err) = self.conn.execute_batch(end) {
-            // Whether the call's rows stay is unknown: count the units from the rows again.
+        let ended = self.conn.execute_batch(end);
+        if ended.is_err() || self.conn.is_autocommit() {
             units.counts.clear();
             units.data_version = None;
-            return Err(sql_error("end keyed call")(err));
+            return Err(match ended {
+                Err(err) => sql_error("end keyed call")(err),
+                Ok(()) => Error::Inconsistent(
+                    "SQLite ended the keyed calls' transaction before its commit".into(),
+                ),
+            });
         }
-        outcome
+        Ok(outcome)
     }
 
     /// Commits the group transaction; on failure rolls it back (nothing of the group stays).
