@@ -139,6 +139,7 @@ fn a_store_of_the_previous_schema_is_upgraded_in_place() {
              DROP TABLE model_stat_cache;
              DROP TABLE vectors;
              DROP TABLE replica;
+             DROP INDEX runs_by_finish;
              DELETE FROM meta WHERE name = 'vector_seq';
              CREATE TABLE chunks_v1 (
                  chunk_id BLOB PRIMARY KEY, heading TEXT NOT NULL, text TEXT NOT NULL

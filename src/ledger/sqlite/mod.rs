@@ -1437,6 +1437,35 @@ mod tests {
 44 22 0:41 / /srv/with\\040space ro master:3 - squashfs /dev/loop0 ro
 ";
 
+    #[test]
+    fn the_last_ingest_is_found_by_an_index_not_by_reading_every_run() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut ledger =
+            Ledger::open(&dir.path().join("ledger.sqlite"), Access::ReadWrite).expect("ledger");
+        for (i, finished) in [(0, Some(5_000)), (1, Some(9_000)), (2, None)] {
+            let id = format!("run-{i}");
+            ledger.start_run(&id, &[], 1_000).expect("start");
+            if let Some(at) = finished {
+                ledger
+                    .finish_run(&id, crate::ids::Generation(1), "{}", at)
+                    .expect("finish");
+            }
+        }
+        assert_eq!(ledger.last_ingest_ms().expect("read"), Some(9_000));
+        let plan: Vec<String> = ledger
+            .conn
+            .prepare("EXPLAIN QUERY PLAN SELECT max(finished_at) FROM runs")
+            .expect("plan")
+            .query_map([], |row| row.get::<_, String>(3))
+            .expect("plan")
+            .collect::<rusqlite::Result<_>>()
+            .expect("plan");
+        assert!(
+            plan.iter().any(|step| step.contains("runs_by_finish")),
+            "the last ingest reads every run: {plan:?}"
+        );
+    }
+
     fn mount(folder: &str) -> Option<MountLine> {
         mount_of(MOUNTINFO, Path::new(folder))
     }

@@ -10,7 +10,7 @@ use super::sql_error;
 use crate::error::{Error, Result};
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// The oldest version this build opens: older stores are upgraded in place by a writer, and
 /// read as they are by a reader (no reader query depends on what the upgrades add).
@@ -32,7 +32,14 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (8, SCHEMA_V8),
     (9, SCHEMA_V9),
     (10, SCHEMA_V10),
+    (11, SCHEMA_V11),
 ];
+
+/// Version 11: runs by the time they finished. Every search and `status` asks when the last
+/// ingest finished (`max(finished_at)`), and runs are never removed: without the index each of
+/// them read the whole table, a run a minute from cron making a search 10 ms slower every 70
+/// days. A reader of an older ledger answers the same, by the table.
+const SCHEMA_V11: &str = "CREATE INDEX IF NOT EXISTS runs_by_finish ON runs(finished_at);";
 
 /// Version 10: each source records the generation from which its path has held what it holds
 /// now (its document, as chunked): `read_document` answers for a generation a search named only
