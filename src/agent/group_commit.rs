@@ -314,12 +314,12 @@ mod tests {
     }
 
     /// Records `call(i)` for `i` in `0..n`, every call arriving before any records, so they
-    /// form groups as calls arriving during a commit do.
-    fn together(
+    /// form groups as calls arriving during a commit do; returns how each call's thread ended.
+    fn gathered(
         commit: &GroupCommit,
         n: usize,
         record: impl Fn(usize) -> Result<RecordOutcome> + Sync,
-    ) -> Vec<RecordOutcome> {
+    ) -> Vec<std::thread::Result<Result<RecordOutcome>>> {
         std::thread::scope(|scope| {
             let record = &record;
             let mut calls = Vec::new();
@@ -334,9 +334,21 @@ mod tests {
                 .expect("hold the writer while the calls arrive");
             calls
                 .into_iter()
-                .map(|call| call.join().expect("a call").expect("recorded"))
+                .map(std::thread::ScopedJoinHandle::join)
                 .collect()
         })
+    }
+
+    /// `gathered`, where every call records.
+    fn together(
+        commit: &GroupCommit,
+        n: usize,
+        record: impl Fn(usize) -> Result<RecordOutcome> + Sync,
+    ) -> Vec<RecordOutcome> {
+        gathered(commit, n, record)
+            .into_iter()
+            .map(|call| call.expect("a call").expect("recorded"))
+            .collect()
     }
 
     fn record(
@@ -344,6 +356,16 @@ mod tests {
         key: &str,
         quota: u64,
         cancelled: bool,
+    ) -> Result<RecordOutcome> {
+        record_asking(commit, key, quota, &|| cancelled)
+    }
+
+    /// Records a call of `key` that asks `cancelled` before its savepoint ends.
+    fn record_asking(
+        commit: &GroupCommit,
+        key: &str,
+        quota: u64,
+        cancelled: &dyn Fn() -> bool,
     ) -> Result<RecordOutcome> {
         let response = format!("{{\"answer for\":\"{key}\"}}");
         let call = NewCall {
@@ -364,7 +386,7 @@ mod tests {
             window_secs: 60,
             quota,
         };
-        commit.record(&call, &|| cancelled)
+        commit.record(&call, cancelled)
     }
 
     fn audited(commit: &GroupCommit) -> Vec<String> {
@@ -431,53 +453,12 @@ mod tests {
     fn a_call_panicking_in_its_group_rolls_the_group_back_and_wedges_nothing() {
         let dir = tempfile::tempdir().expect("temp dir");
         let commit = writer(&dir);
-        let returned: Vec<std::thread::Result<Result<RecordOutcome>>> =
-            std::thread::scope(|scope| {
-                let commit = &commit;
-                let mut calls = Vec::new();
-                commit
-                    .exclusive(|_| {
-                        calls = (0..6)
-                            .map(|i| {
-                                scope.spawn(move || {
-                                    let key = format!("p{i}");
-                                    let response = b"{}".to_vec();
-                                    let call = NewCall {
-                                        scope: "local",
-                                        key: &key,
-                                        key_source: "caller",
-                                        tool: "search_docs",
-                                        fingerprint: b"fingerprint",
-                                        arguments: "{}",
-                                        response: &response,
-                                        is_error: false,
-                                        outcome: "ok",
-                                        n_hits: 1,
-                                        index_generation: 1,
-                                        now_ms: 1_000,
-                                        expires_at: 2_000,
-                                        window_start: 0,
-                                        window_secs: 60,
-                                        quota: 100,
-                                    };
-                                    commit.record(&call, &|| {
-                                        assert_ne!(i, 3, "call p3 panics inside its savepoint");
-                                        false
-                                    })
-                                })
-                            })
-                            .collect();
-                        while commit.arriving.load(Ordering::SeqCst) < 6 {
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
-                        Ok(())
-                    })
-                    .expect("hold the writer while the calls arrive");
-                calls
-                    .into_iter()
-                    .map(std::thread::ScopedJoinHandle::join)
-                    .collect()
-            });
+        let returned = gathered(&commit, 6, |i| {
+            record_asking(&commit, &format!("p{i}"), 100, &|| {
+                assert_ne!(i, 3, "call p3 panics inside its savepoint");
+                false
+            })
+        });
         assert!(returned[3].is_err(), "p3 panicked");
         // Exactly the calls answered `Recorded` are recorded: the panicking call's group, of
         // one or of several, was rolled back whole.
