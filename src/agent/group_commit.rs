@@ -208,7 +208,11 @@ impl GroupCommit {
                 std::panic::resume_unwind(panic);
             }
         };
-        self.seated.notify_one();
+        // The leader waits for the last seat only: waking it at every call costs a context
+        // switch each.
+        if state.open.as_ref().is_some_and(|g| g.joined >= g.seats) {
+            self.seated.notify_one();
+        }
         while outcome.get().is_none() {
             state = self.wait(&self.ended, state);
         }
