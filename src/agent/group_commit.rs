@@ -174,7 +174,11 @@ impl GroupCommit {
         }
         #[cfg(test)]
         self.commits.fetch_add(1, Ordering::SeqCst);
-        tracing::trace!(calls = seats + 1, "keyed calls committed together");
+        tracing::trace!(
+            calls = seats + 1,
+            committed = committed.is_ok(),
+            "keyed calls' group ended"
+        );
         lead.end(match &committed {
             Ok(()) => Ok(()),
             Err(err) => Err((matches!(err, Error::Busy { .. }), err.to_string())),
@@ -453,36 +457,69 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_call_panicking_in_its_group_rolls_the_group_back_and_wedges_nothing() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let commit = writer(&dir);
-        let returned = gathered(&commit, 6, |i| {
-            record_asking(&commit, &format!("p{i}"), 100, &|| {
-                assert_ne!(i, 3, "call p3 panics inside its savepoint");
+    /// Six calls gathered into one group, the `turn`-th to record panicking inside its
+    /// savepoint (the leader records first, holding the writer until its seats are filled, so
+    /// turn 0 is the leader and any other a joiner); returns how each call ended, by turn.
+    fn one_panicking(
+        commit: &GroupCommit,
+        turn: usize,
+    ) -> Vec<std::thread::Result<Result<RecordOutcome>>> {
+        let asked = AtomicUsize::new(0);
+        let turns: Mutex<Vec<usize>> = Mutex::new(vec![usize::MAX; 6]);
+        let returned = gathered(commit, 6, |i| {
+            record_asking(commit, &format!("p{i}"), 100, &|| {
+                let now = asked.fetch_add(1, Ordering::SeqCst);
+                turns.lock().unwrap()[i] = now;
+                assert_ne!(now, turn, "this call panics inside its savepoint");
                 false
             })
         });
-        assert!(returned[3].is_err(), "p3 panicked");
-        // Exactly the calls answered `Recorded` are recorded: the panicking call's group, of
-        // one or of several, was rolled back whole.
-        let mut recorded: Vec<String> = returned
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| matches!(r, Ok(Ok(RecordOutcome::Recorded))))
-            .map(|(i, _)| format!("p{i}"))
-            .collect();
-        recorded.sort();
-        let mut keys = audited(&commit);
-        keys.sort();
-        assert_eq!(keys, recorded);
-        assert!(!keys.contains(&"p3".to_string()));
-        // The writer is not wedged.
+        let turns = turns.into_inner().unwrap();
+        let mut by_turn: Vec<_> = turns.into_iter().zip(returned).collect();
+        by_turn.sort_by_key(|(turn, _)| *turn);
+        by_turn.into_iter().map(|(_, returned)| returned).collect()
+    }
+
+    #[test]
+    fn a_joining_call_that_panics_rolls_its_whole_group_back_and_wedges_nothing() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let commit = writer(&dir);
+        let by_turn = one_panicking(&commit, 3);
+        assert!(by_turn[3].is_err(), "the call of turn 3 panicked");
+        for (turn, returned) in by_turn.iter().enumerate().filter(|(t, _)| *t != 3) {
+            assert!(
+                matches!(returned, Ok(Err(_))),
+                "the call of turn {turn} shared the rolled-back group: {returned:?}"
+            );
+        }
+        assert_eq!(
+            audited(&commit),
+            Vec::<String>::new(),
+            "nothing of the group stays"
+        );
+        assert_eq!(units(&commit), 0);
         assert_eq!(
             record(&commit, "after", 100, false).expect("recorded"),
             RecordOutcome::Recorded
         );
-        assert!(audited(&commit).contains(&"after".to_string()));
+        assert_eq!(audited(&commit), ["after"]);
+    }
+
+    #[test]
+    fn a_leader_that_panics_rolls_back_its_own_call_and_the_others_record() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let commit = writer(&dir);
+        let by_turn = one_panicking(&commit, 0);
+        assert!(by_turn[0].is_err(), "the leader panicked");
+        // It panicked before any call joined: the others form the next group.
+        for (turn, returned) in by_turn.iter().enumerate().skip(1) {
+            assert!(
+                matches!(returned, Ok(Ok(RecordOutcome::Recorded))),
+                "the call of turn {turn}: {returned:?}"
+            );
+        }
+        assert_eq!(audited(&commit).len(), 5);
+        assert_eq!(units(&commit), 5);
     }
 
     #[test]

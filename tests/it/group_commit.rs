@@ -2,6 +2,11 @@
 //! none is answered before the commit that holds its rows: a server killed at a random moment
 //! has recorded every call it answered, exactly once, and no call in part; a retry with the same
 //! key of each call left unanswered leaves it recorded exactly once too.
+//!
+//! A kill lands between a commit and its answers only by chance (the gap is microseconds), so
+//! the order itself, no answer before the commit, is held by the unit test
+//! `no_call_of_a_group_returns_before_its_commit` in `src/agent/group_commit.rs`; this test is
+//! the whole path under real kills and a real client.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
