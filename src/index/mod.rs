@@ -242,6 +242,9 @@ pub struct Snapshot {
     fields: Fields,
     generation: Generation,
     layout: u64,
+    /// Each segment's ID columns, opened by the first search that has a hit there and kept
+    /// for every search of this snapshot after it.
+    columns: Arc<[std::sync::OnceLock<IdColumns>]>,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -695,8 +698,12 @@ fn capture(index: &TantivyIndex, reader: &IndexReader, fields: Fields) -> Result
                 layout.extend_from_slice(id.uuid_string().as_bytes());
                 layout.extend_from_slice(&deletes.unwrap_or(0).to_le_bytes());
             }
+            let columns = (0..searcher.segment_readers().len())
+                .map(|_| std::sync::OnceLock::new())
+                .collect();
             return Ok(Snapshot {
                 searcher,
+                columns,
                 fields,
                 generation: Generation(
                     metas
@@ -778,14 +785,16 @@ impl Snapshot {
                     .map_err(index_error("search"))?
             }
         };
-        let mut columns: Vec<Option<IdColumns>> = vec![None; searcher.segment_readers().len()];
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
-            let slot = &mut columns[address.segment_ord as usize];
-            if slot.is_none() {
-                *slot = Some(IdColumns::of(searcher.segment_reader(address.segment_ord))?);
-            }
-            let columns = slot.as_ref().expect("opened just above");
+            let slot = &self.columns[address.segment_ord as usize];
+            let columns = match slot.get() {
+                Some(columns) => columns,
+                None => {
+                    let opened = IdColumns::of(searcher.segment_reader(address.segment_ord))?;
+                    slot.get_or_init(|| opened)
+                }
+            };
             hits.push(IndexHit {
                 id: columns.id(address.doc_id)?,
                 score,
@@ -805,7 +814,15 @@ impl Snapshot {
         allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
         config: &QueryConfig,
     ) -> Result<Vec<IndexHit>> {
-        match query::build_named(self.searcher.index(), &self.fields, query_text, config) {
+        // A term whose frequency cannot be read counts as indexed: the query then decides.
+        let indexed = |term: &tantivy::Term| self.searcher.doc_freq(term).map_or(true, |n| n > 0);
+        match query::build_named(
+            self.searcher.index(),
+            &self.fields,
+            query_text,
+            config,
+            indexed,
+        ) {
             Some(query) => self.top(&*query, limit, allowed),
             None => Ok(Vec::new()),
         }
@@ -818,9 +835,31 @@ impl Snapshot {
         config: &QueryConfig,
     ) -> Result<Highlighter> {
         let query = query::build(self.searcher.index(), &self.fields, query_text, config);
-        let mut snippets = SnippetGenerator::create(&self.searcher, &*query, self.fields.body)
-            .map_err(index_error("snippet"))?;
-        snippets.set_max_num_chars(SNIPPET_CHARS);
+        // What `SnippetGenerator::create` does, with an analyzer that stems only the words that
+        // can match (`tokenizer::highlighter`): each term of the body the index holds, weighed
+        // by its rarity.
+        let mut terms: std::collections::BTreeSet<&tantivy::Term> = Default::default();
+        query.query_terms(&mut |term, _| {
+            if term.field() == self.fields.body {
+                terms.insert(term);
+            }
+        });
+        let mut weights: std::collections::BTreeMap<String, tantivy::Score> = Default::default();
+        for term in terms {
+            let value = term.value();
+            let Some(text) = value.as_str() else {
+                continue;
+            };
+            let documents = self
+                .searcher
+                .doc_freq(term)
+                .map_err(index_error("snippet"))?;
+            if documents > 0 {
+                weights.insert(text.to_string(), 1.0 / (1.0 + documents as tantivy::Score));
+            }
+        }
+        let analyzer = tokenizer::highlighter(weights.keys().map(String::as_str));
+        let snippets = SnippetGenerator::new(weights, analyzer, self.fields.body, SNIPPET_CHARS);
         Ok(Highlighter { snippets })
     }
 }

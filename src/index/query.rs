@@ -174,17 +174,24 @@ pub(crate) fn whole_label_keys(
 
 /// The query for the chunks whose documents a query names exactly (`whole_label_keys`), scored
 /// by the words of the query alone (`build`), so the best passage of such a document comes
-/// first among them. `None` when the query names nothing.
+/// first among them. `None` when the query names nothing, or no label `indexed` says the index
+/// holds.
 pub(crate) fn build_named(
     index: &Index,
     fields: &Fields,
     text: &str,
     config: &QueryConfig,
+    indexed: impl Fn(&Term) -> bool,
 ) -> Option<Box<dyn Query>> {
     let whole_labels = fields.whole_labels?;
     let mut analyzer = index.tokenizer_for_field(fields.body).ok()?;
     let keys = whole_label_keys(&mut analyzer, text);
-    if keys.is_empty() {
+    // A query that names no label the index holds matches nothing: the full query below, whose
+    // weights cost as much as the search itself, is not built for it.
+    if !keys
+        .iter()
+        .any(|key| indexed(&Term::from_field_text(whole_labels, key)))
+    {
         return None;
     }
     let named: Vec<(Occur, Box<dyn Query>)> = keys
