@@ -395,7 +395,7 @@ impl Agent {
         };
         Ok(Agent {
             store_dir: store_dir.to_path_buf(),
-            reader: RwLock::new(StoreReader::open(store_dir).ok().map(Arc::new)),
+            reader: RwLock::new(StoreReader::open_for_serving(store_dir).ok().map(Arc::new)),
             recorder,
             cursor_key: CursorKey::of_store(store_dir),
             config,
@@ -618,7 +618,7 @@ impl Agent {
             reader.reload_vectors()?;
             return Ok(reader.index().reload()?.0);
         }
-        let reader = Arc::new(StoreReader::open(&self.store_dir)?);
+        let reader = Arc::new(StoreReader::open_for_serving(&self.store_dir)?);
         let generation = reader.index().snapshot().generation().0;
         // The query model is read under the reader's lock, which `set_query_model` holds while
         // it changes the model: the new reader gets the model that is current when it goes in.
@@ -1022,6 +1022,39 @@ pub fn gc_vectors(store_dir: &Path) -> Result<crate::ledger::VectorGc> {
 mod tests {
     use super::{RateLimit, validate_key};
     use crate::clock::parse_duration;
+
+    /// A server's every call commits, and a connection that reads through a memory map
+    /// unmaps the whole file at its first read after any commit: the agent's searches read
+    /// the ledger by `pread`, while a one-off search keeps its map.
+    #[test]
+    fn the_agent_reads_its_ledger_without_a_memory_map() {
+        use crate::ingest::{IngestConfig, NoProgress, ingest};
+        use crate::store::{LockWait, Store, StoreReader};
+        let docs = tempfile::tempdir().expect("a docs folder");
+        std::fs::write(
+            docs.path().join("a.md"),
+            "# Keys\n\nRotate the signing key.\n",
+        )
+        .expect("write a document");
+        let dir = tempfile::tempdir().expect("a store folder");
+        let (mut store, _) =
+            Store::open_writer(dir.path(), LockWait::NoWait, Default::default(), None)
+                .expect("open the store");
+        ingest(
+            &mut store,
+            &[docs.path().to_path_buf()],
+            &IngestConfig::default(),
+            &NoProgress,
+        )
+        .expect("ingest");
+        store.close().expect("close");
+        let agent = super::Agent::open(dir.path(), super::AgentConfig::default(), None)
+            .expect("open the agent");
+        let reader = agent.current_reader().expect("the agent's reader");
+        assert_eq!(reader.ledger().expect("a connection").mmap_size(), 0);
+        let one_off = StoreReader::open(dir.path()).expect("a one-off reader");
+        assert!(one_off.ledger().expect("a connection").mmap_size() > 0);
+    }
 
     #[test]
     fn keys_are_visible_ascii_up_to_255() {

@@ -72,6 +72,7 @@ impl LocalCalls {
         } else {
             let ledger = Ledger::open(&path, Access::ReadWrite)?;
             ledger.set_busy_timeout(busy_timeout)?;
+            ledger.journal_calls_in_memory()?;
             Some(GroupCommit::new(ledger))
         };
         Ok(LocalCalls {

@@ -150,6 +150,14 @@ impl Ledger {
         })
     }
 
+    /// How many bytes of the file this connection may read through a memory map (0: none).
+    #[cfg(test)]
+    pub(crate) fn mmap_size(&self) -> i64 {
+        self.conn
+            .query_row("PRAGMA mmap_size", [], |row| row.get(0))
+            .expect("read mmap_size")
+    }
+
     /// Reads by `pread` rather than through a memory map (`LedgerPool::open_unmapped`).
     pub(crate) fn unmap(&self) -> Result<()> {
         self.conn
@@ -215,10 +223,10 @@ impl Ledger {
     }
 
     fn meta(&self, name: &str) -> Result<i64> {
+        // Cached: a server reads the generation at every call.
         self.conn
-            .query_row("SELECT value FROM meta WHERE name = ?1", [name], |row| {
-                row.get(0)
-            })
+            .prepare_cached("SELECT value FROM meta WHERE name = ?1")
+            .and_then(|mut stmt| stmt.query_row([name], |row| row.get(0)))
             .map_err(sql_error(format!("read {name}")))
     }
 
@@ -632,8 +640,10 @@ impl Ledger {
 
     /// When the last ingest run finished, in ms since the epoch.
     pub fn last_ingest_ms(&self) -> Result<Option<i64>> {
+        // Cached: every search reads it.
         self.conn
-            .query_row("SELECT max(finished_at) FROM runs", [], |row| row.get(0))
+            .prepare_cached("SELECT max(finished_at) FROM runs")
+            .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
             .map_err(sql_error("read runs"))
     }
 }

@@ -50,10 +50,10 @@ impl LedgerPool {
         LedgerPool::open_mapped(path, max, true)
     }
 
-    /// A pool for point reads (the agent's key lookups and quota counts) on a ledger that
-    /// changes all the time: a connection reading through a memory map unmaps the whole file
-    /// at its first read after any commit (an unmap is a TLB shootdown on every core), which
-    /// cost a keyed call more than the few pages it reads.
+    /// A pool for a ledger that changes all the time (a server's: the agent's key lookups and
+    /// quota counts, and its searches, `StoreReader::open_for_serving`): a connection reading
+    /// through a memory map unmaps the whole file at its first read after any commit (an unmap
+    /// is a TLB shootdown on every core), which cost a keyed call more than the map saved.
     pub fn open_unmapped(path: &Path, max: usize) -> Result<LedgerPool> {
         LedgerPool::open_mapped(path, max, false)
     }
