@@ -362,6 +362,13 @@ pub fn validate_key(key: &str) -> Result<(), CallError> {
     Ok(())
 }
 
+/// The agent's reader of the store, on opening and after a rebuild replaced the index: its
+/// every call commits, so it reads the ledger without a memory map
+/// (`StoreReader::open_for_serving`).
+fn open_reader(store_dir: &Path) -> Result<StoreReader> {
+    StoreReader::open_for_serving(store_dir)
+}
+
 impl Agent {
     /// Opens the agent path on an existing store, recording calls in the store's own ledger,
     /// or in `shared` (the shared ledger, and this host's name in its audit rows) when given:
@@ -395,7 +402,7 @@ impl Agent {
         };
         Ok(Agent {
             store_dir: store_dir.to_path_buf(),
-            reader: RwLock::new(StoreReader::open_for_serving(store_dir).ok().map(Arc::new)),
+            reader: RwLock::new(open_reader(store_dir).ok().map(Arc::new)),
             recorder,
             cursor_key: CursorKey::of_store(store_dir),
             config,
@@ -618,7 +625,7 @@ impl Agent {
             reader.reload_vectors()?;
             return Ok(reader.index().reload()?.0);
         }
-        let reader = Arc::new(StoreReader::open_for_serving(&self.store_dir)?);
+        let reader = Arc::new(open_reader(&self.store_dir)?);
         let generation = reader.index().snapshot().generation().0;
         // The query model is read under the reader's lock, which `set_query_model` holds while
         // it changes the model: the new reader gets the model that is current when it goes in.

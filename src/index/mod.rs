@@ -245,6 +245,8 @@ pub struct Snapshot {
     /// Each segment's ID columns, opened by the first search that has a hit there and kept
     /// for every search of this snapshot after it.
     columns: Arc<[std::sync::OnceLock<IdColumns>]>,
+    /// The label fields no segment of the snapshot has a term in (`holds`).
+    empty_fields: Vec<Field>,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -701,9 +703,21 @@ fn capture(index: &TantivyIndex, reader: &IndexReader, fields: Fields) -> Result
             let columns = (0..searcher.segment_readers().len())
                 .map(|_| std::sync::OnceLock::new())
                 .collect();
+            let empty_fields = [fields.names, fields.titles, fields.ids]
+                .into_iter()
+                .chain(fields.whole_labels)
+                .filter(|&field| {
+                    searcher.segment_readers().iter().all(|segment| {
+                        segment
+                            .inverted_index(field)
+                            .is_ok_and(|terms| terms.terms().num_terms() == 0)
+                    })
+                })
+                .collect();
             return Ok(Snapshot {
                 searcher,
                 columns,
+                empty_fields,
                 fields,
                 generation: Generation(
                     metas
@@ -753,7 +767,14 @@ impl Snapshot {
         allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
         config: &QueryConfig,
     ) -> Result<Vec<IndexHit>> {
-        let query = query::build(self.searcher.index(), &self.fields, query_text, config);
+        let holds = |term: &tantivy::Term| self.holds(term);
+        let query = query::build(
+            self.searcher.index(),
+            &self.fields,
+            query_text,
+            config,
+            &holds,
+        );
         self.top(&*query, limit, allowed)
     }
 
@@ -804,6 +825,15 @@ impl Snapshot {
         Ok(hits)
     }
 
+    /// Whether the index may hold `term`: false when no segment has a term in its field, or
+    /// none has it. A field no segment has is known from the snapshot's capture: Tantivy makes
+    /// an empty term dictionary anew for every look-up in a segment without the field. A term
+    /// whose frequency cannot be read counts as held (the query then decides).
+    fn holds(&self, term: &tantivy::Term) -> bool {
+        !self.empty_fields.contains(&term.field())
+            && self.searcher.doc_freq(term).map_or(true, |n| n > 0)
+    }
+
     /// The chunks whose documents the query names exactly, by a file name stem, a title or an
     /// identifier field (`query::build_named`), up to `limit`, the best-scoring by words first
     /// (a chunk that matches no word scores 0). `allowed` as in `search`.
@@ -814,14 +844,13 @@ impl Snapshot {
         allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
         config: &QueryConfig,
     ) -> Result<Vec<IndexHit>> {
-        // A term whose frequency cannot be read counts as indexed: the query then decides.
-        let indexed = |term: &tantivy::Term| self.searcher.doc_freq(term).map_or(true, |n| n > 0);
+        let holds = |term: &tantivy::Term| self.holds(term);
         match query::build_named(
             self.searcher.index(),
             &self.fields,
             query_text,
             config,
-            indexed,
+            &holds,
         ) {
             Some(query) => self.top(&*query, limit, allowed),
             None => Ok(Vec::new()),
@@ -834,7 +863,14 @@ impl Snapshot {
         query_text: &str,
         config: &QueryConfig,
     ) -> Result<Highlighter> {
-        let query = query::build(self.searcher.index(), &self.fields, query_text, config);
+        // Only the body's terms are marked: no label clause is built.
+        let query = query::build(
+            self.searcher.index(),
+            &self.fields,
+            query_text,
+            config,
+            &|_| false,
+        );
         // What `SnippetGenerator::create` does, with an analyzer that stems only the words that
         // can match (`tokenizer::highlighter`): each term of the body the index holds, weighed
         // by its rarity.

@@ -36,12 +36,16 @@ const MAX_TOKENS: usize = 1_024;
 /// The query parts whose runs are matched against labels: the first 64.
 const MAX_LABEL_QUERY_PARTS: usize = 64;
 
-/// Builds the query for `text`. A query with no tokens matches nothing.
+/// Builds the query for `text`. A query with no tokens matches nothing. A label clause is
+/// built only for a term `holds` says the index may hold: one it lacks scores nothing, and its
+/// weight cost as much as one it holds (a query has a clause for every run of its parts in
+/// each label field, and few name anything).
 pub(crate) fn build(
     index: &Index,
     fields: &Fields,
     text: &str,
     config: &QueryConfig,
+    holds: &dyn Fn(&Term) -> bool,
 ) -> Box<dyn Query> {
     let text_field = fields.body;
     let labels = [
@@ -116,14 +120,12 @@ pub(crate) fn build(
         // its parts) weigh in the text: a longer name is the more certain one.
         let weight = fade * if n_parts > 1 { n_parts + 1 } else { 1 } as f32;
         for (field, boost) in labels {
-            if boost > 0.0 {
+            let term = Term::from_field_text(field, &key);
+            if boost > 0.0 && holds(&term) {
                 clauses.push((
                     Occur::Should,
                     Box::new(BoostQuery::new(
-                        Box::new(TermQuery::new(
-                            Term::from_field_text(field, &key),
-                            IndexRecordOption::Basic,
-                        )),
+                        Box::new(TermQuery::new(term, IndexRecordOption::Basic)),
                         boost * weight,
                     )),
                 ));
@@ -174,14 +176,14 @@ pub(crate) fn whole_label_keys(
 
 /// The query for the chunks whose documents a query names exactly (`whole_label_keys`), scored
 /// by the words of the query alone (`build`), so the best passage of such a document comes
-/// first among them. `None` when the query names nothing, or no label `indexed` says the index
+/// first among them. `None` when the query names nothing, or no label `holds` says the index
 /// holds.
 pub(crate) fn build_named(
     index: &Index,
     fields: &Fields,
     text: &str,
     config: &QueryConfig,
-    indexed: impl Fn(&Term) -> bool,
+    holds: &dyn Fn(&Term) -> bool,
 ) -> Option<Box<dyn Query>> {
     let whole_labels = fields.whole_labels?;
     let mut analyzer = index.tokenizer_for_field(fields.body).ok()?;
@@ -190,7 +192,7 @@ pub(crate) fn build_named(
     // weights cost as much as the search itself, is not built for it.
     if !keys
         .iter()
-        .any(|key| indexed(&Term::from_field_text(whole_labels, key)))
+        .any(|key| holds(&Term::from_field_text(whole_labels, key)))
     {
         return None;
     }
@@ -214,7 +216,7 @@ pub(crate) fn build_named(
                 0.0,
             )),
         ),
-        (Occur::Should, build(index, fields, text, config)),
+        (Occur::Should, build(index, fields, text, config, holds)),
     ])))
 }
 
@@ -304,7 +306,7 @@ mod tests {
         index
             .tokenizers()
             .register(&tokenizer::name(), tokenizer::analyzer());
-        let query = build(&index, &fields, text, &QueryConfig::default());
+        let query = build(&index, &fields, text, &QueryConfig::default(), &|_| true);
         query
             .downcast_ref::<BooleanQuery>()
             .map_or(0, |query| query.clauses().len())
@@ -442,7 +444,7 @@ mod tests {
         }
         writer.commit().expect("a RAM index");
         let searcher = index.reader().expect("a RAM index").searcher();
-        let query = build(&index, &fields, text, &QueryConfig::default());
+        let query = build(&index, &fields, text, &QueryConfig::default(), &|_| true);
         let top = searcher
             .search(
                 &query,
@@ -453,6 +455,91 @@ mod tests {
         top.into_iter()
             .map(|(_, address)| bodies[address.doc_id as usize].to_string())
             .collect()
+    }
+
+    /// A label clause is left out for a term the index does not hold: the query ranks every
+    /// document as the query with every clause does, score for score, with fewer clauses.
+    #[test]
+    fn label_clauses_the_index_cannot_match_are_left_out_and_change_nothing() {
+        let (schema, fields) = schema();
+        let index = tantivy::Index::create_in_ram(schema);
+        index
+            .tokenizers()
+            .register(&tokenizer::name(), tokenizer::analyzer());
+        let mut analyzer = tokenizer::analyzer();
+        let mut writer: tantivy::IndexWriter = index.writer(15_000_000).expect("a RAM index");
+        let documents = [
+            (
+                "eip-1559",
+                "Fee market change",
+                "EIP-1559",
+                "base fee burned per block",
+            ),
+            ("tar", "tar", "", "create a tar archive of files"),
+            (
+                "cluster-health",
+                "Cluster health",
+                "",
+                "why a cluster turns yellow",
+            ),
+            (
+                "notes",
+                "Release notes v2.3.1",
+                "",
+                "what changed in the release",
+            ),
+        ];
+        for (name, title, id, body) in documents {
+            let mut document = tantivy::TantivyDocument::default();
+            document.add_text(fields.body, body);
+            for (field, label) in [
+                (fields.names, name),
+                (fields.titles, title),
+                (fields.ids, id),
+            ] {
+                for term in tokenizer::label_terms(&mut analyzer, label) {
+                    document.add_text(field, &term);
+                }
+            }
+            writer.add_document(document).expect("a RAM index");
+        }
+        writer.commit().expect("a RAM index");
+        let searcher = index.reader().expect("a RAM index").searcher();
+        let holds = |term: &tantivy::Term| searcher.doc_freq(term).is_ok_and(|n| n > 0);
+        let config = QueryConfig::default();
+        let ranked = |query: &dyn tantivy::query::Query| -> Vec<(u32, String)> {
+            searcher
+                .search(
+                    query,
+                    &tantivy::collector::TopDocs::with_limit(10).order_by_score(),
+                )
+                .expect("a RAM index")
+                .into_iter()
+                .map(|(score, address)| (address.doc_id, format!("{score:.5}")))
+                .collect()
+        };
+        let count = |query: &dyn tantivy::query::Query| {
+            query
+                .downcast_ref::<BooleanQuery>()
+                .map_or(0, |query| query.clauses().len())
+        };
+        for text in [
+            "EIP-1559",
+            "eip 1559 base fee",
+            "tar",
+            "cluster health yellow",
+            "v2.3.1 release",
+            "what is a fee market change",
+            "nothing here names anything",
+        ] {
+            let every = build(&index, &fields, text, &config, &|_| true);
+            let held = build(&index, &fields, text, &config, &holds);
+            assert_eq!(ranked(&*held), ranked(&*every), "{text:?}");
+            assert!(
+                count(&*held) < count(&*every),
+                "{text:?}: no clause was left out"
+            );
+        }
     }
 
     #[test]
