@@ -236,6 +236,21 @@ impl GroupCommit {
         }
     }
 
+    /// The units `scope` used in the window that starts at `window_start`, from the count the
+    /// writer keeps (`Ledger::counted_units`), when it is exact and no group is open (an open
+    /// group's units are not committed yet); `None` when it is not known so. A server gives the
+    /// quota left in every answer's headers: summing the window's usage rows for it cost each
+    /// answer as many rows as calls in the window.
+    pub fn units_used(&self, scope: &str, window_start: i64) -> Result<Option<u64>> {
+        let state = self.lock();
+        if state.open.is_some() {
+            return Ok(None);
+        }
+        state
+            .ledger
+            .counted_units(&state.units, scope, window_start)
+    }
+
     /// Runs `f` on the writer with no group open (pruning keys, which must not join a
     /// group's transaction).
     pub fn exclusive<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T> {
@@ -587,6 +602,40 @@ mod tests {
         }
         assert_eq!(units(&first), 4);
         assert_eq!(units(&second), 4);
+    }
+
+    /// The quota a server reports in its answers' headers comes from the writer's count while
+    /// that count is exact, and from the rows once another writer has committed.
+    #[test]
+    fn the_units_used_come_from_the_writers_count_only_while_it_is_exact() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (first, second) = (writer(&dir), writer(&dir));
+        let used = |commit: &GroupCommit, scope: &str, window_start: i64| {
+            commit
+                .units_used(scope, window_start)
+                .expect("read the count")
+        };
+        assert_eq!(used(&first, "local", 0), None, "nothing counted yet");
+        for key in ["a1", "a2", "a3"] {
+            assert_eq!(
+                record(&first, key, 100, false).expect("recorded"),
+                RecordOutcome::Recorded
+            );
+        }
+        assert_eq!(used(&first, "local", 0), Some(3));
+        assert_eq!(used(&first, "local", 60_000), None, "another window");
+        assert_eq!(used(&first, "other", 0), None, "another scope");
+        assert_eq!(
+            record(&second, "b1", 100, false).expect("recorded"),
+            RecordOutcome::Recorded
+        );
+        assert_eq!(used(&first, "local", 0), None, "another writer committed");
+        assert_eq!(
+            record(&first, "a4", 100, false).expect("recorded"),
+            RecordOutcome::Recorded
+        );
+        assert_eq!(used(&first, "local", 0), Some(5), "recounted from the rows");
+        assert_eq!(units(&first), 5);
     }
 
     #[test]

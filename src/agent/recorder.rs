@@ -129,6 +129,11 @@ impl CallLedger for LocalCalls {
 
     fn units_used(&self, scope: &str, window_secs: u64, now_ms: i64) -> Result<(u64, i64)> {
         let start = clock::window_start(now_ms, window_secs);
+        if let Some(writer) = &self.writes
+            && let Some(used) = writer.units_used(scope, start)?
+        {
+            return Ok((used, now_ms));
+        }
         Ok((self.reads.get()?.units_used(scope, start)?, now_ms))
     }
 

@@ -243,6 +243,26 @@ impl Ledger {
         Ok(RecordOutcome::Recorded)
     }
 
+    /// The units `scope` used in the window that starts at `window_start` as `units` counted
+    /// them, when that count is exact: the window was counted in the group transactions since
+    /// `units` began, and no other connection has committed since (`PRAGMA data_version`).
+    /// `None` otherwise (read the rows). Outside a group transaction only.
+    pub(crate) fn counted_units(
+        &self,
+        units: &UnitCounts,
+        scope: &str,
+        window_start: i64,
+    ) -> Result<Option<u64>> {
+        let Some(&count) = units.counts.get(&(scope.to_string(), window_start)) else {
+            return Ok(None);
+        };
+        let version = self
+            .conn
+            .query_row("PRAGMA data_version", [], |row| row.get::<_, i64>(0))
+            .map_err(sql_error("read usage"))?;
+        Ok((units.data_version == Some(version)).then_some(count))
+    }
+
     /// Units a scope used in the window that starts at `window_start`.
     pub(crate) fn units_used(&self, scope: &str, window_start: i64) -> Result<u64> {
         units_in(&self.conn, scope, window_start)
