@@ -340,15 +340,16 @@ pub(crate) struct IdentifierTokenStream<'a> {
     next_position: usize,
     /// The current word's parts (kept to reuse its allocation).
     parts: Vec<(usize, usize)>,
-    /// The rest of the current word's tokens, in reverse order (popped from the back).
-    pending: Vec<Token>,
+    /// The rest of the current word's parts (byte range and position), in reverse order
+    /// (popped from the back).
+    pending: Vec<(usize, usize, usize)>,
     token: &'a mut Token,
 }
 
 impl TokenStream for IdentifierTokenStream<'_> {
     fn advance(&mut self) -> bool {
-        if let Some(next) = self.pending.pop() {
-            *self.token = next;
+        if let Some((from, to, position)) = self.pending.pop() {
+            fill(self.token, self.text, from, to, position, 1);
             return true;
         }
         let Some((start, end)) = next_word(self.text, self.cursor) else {
@@ -362,9 +363,7 @@ impl TokenStream for IdentifierTokenStream<'_> {
         if self.parts.len() > 1 {
             // Popped from the back: the parts last, in reverse, so they come out in order.
             for (i, &(from, to)) in self.parts.iter().enumerate().rev() {
-                let mut part = Token::default();
-                fill(&mut part, self.text, from, to, position + i, 1);
-                self.pending.push(part);
+                self.pending.push((from, to, position + i));
             }
         }
         // The token's text is written over, not allocated anew: most words are one token.
@@ -524,17 +523,21 @@ fn parts_into(text: &str, start: usize, end: usize, out: &mut Vec<(usize, usize)
         out.push((start, end));
         return;
     }
-    let chars: Vec<(usize, char)> = word.char_indices().collect();
-    let mut parts = Vec::new();
+    // Parts are written as they are found, each as a byte range of `text`; no character
+    // is looked at twice and nothing is allocated.
     let mut part_start: Option<usize> = None;
     // Where the rest of the word begins once all but one of the parts are cut.
     let mut rest_from: Option<usize> = None;
-    for (i, &(offset, c)) in chars.iter().enumerate() {
+    // The class of the character before the current one.
+    let mut previous: Option<Class> = None;
+    let mut chars = word.char_indices().peekable();
+    while let Some((offset, c)) = chars.next() {
         let here = class(c);
+        let before = previous.replace(here);
         if here == Class::Connector {
             if let Some(from) = part_start.take() {
-                parts.push((from, offset));
-                if parts.len() == MAX_PARTS - 1 {
+                out.push((start + from, start + offset));
+                if out.len() == MAX_PARTS - 1 {
                     // A word never ends with a connector, so another part follows.
                     rest_from = word[offset..]
                         .find(|c: char| !is_connector(c))
@@ -544,12 +547,11 @@ fn parts_into(text: &str, start: usize, end: usize, out: &mut Vec<(usize, usize)
             }
             continue;
         }
-        let Some(from) = part_start else {
+        let (Some(from), Some(before)) = (part_start, before) else {
             part_start = Some(offset);
             continue;
         };
-        let before = class(chars[i - 1].1);
-        let after = chars.get(i + 1).map(|&(_, c)| class(c));
+        let after = chars.peek().map(|&(_, c)| class(c));
         let boundary = match (before, here) {
             (Class::Lower | Class::Caseless, Class::Upper) => true,
             // The last capital of an acronym begins the next word: `HTTPServer`.
@@ -559,22 +561,17 @@ fn parts_into(text: &str, start: usize, end: usize, out: &mut Vec<(usize, usize)
             _ => false,
         };
         if boundary {
-            parts.push((from, offset));
+            out.push((start + from, start + offset));
             part_start = Some(offset);
-            if parts.len() == MAX_PARTS - 1 {
+            if out.len() == MAX_PARTS - 1 {
                 rest_from = Some(offset);
                 break;
             }
         }
     }
     if let Some(from) = rest_from.or(part_start) {
-        parts.push((from, word.len()));
+        out.push((start + from, end));
     }
-    out.extend(
-        parts
-            .into_iter()
-            .map(|(from, to)| (start + from, start + to)),
-    );
 }
 
 #[cfg(test)]
