@@ -222,6 +222,15 @@ struct Fields {
     whole_labels: Option<Field>,
 }
 
+impl Fields {
+    /// The label fields: those a query has a clause in only for the terms the index holds.
+    fn labels(&self) -> impl Iterator<Item = Field> + use<> {
+        [self.names, self.titles, self.ids]
+            .into_iter()
+            .chain(self.whole_labels)
+    }
+}
+
 /// The Tantivy index of a store.
 pub struct Index {
     index: TantivyIndex,
@@ -245,8 +254,9 @@ pub struct Snapshot {
     /// Each segment's ID columns, opened by the first search that has a hit there and kept
     /// for every search of this snapshot after it.
     columns: Arc<[std::sync::OnceLock<IdColumns>]>,
-    /// The label fields no segment of the snapshot has a term in (`holds`).
-    empty_fields: Vec<Field>,
+    /// The label fields no segment of the snapshot has a term in (`holds`), found by the
+    /// first search that asks: a writer's snapshots are never searched.
+    empty_fields: Arc<std::sync::OnceLock<Vec<Field>>>,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -680,6 +690,27 @@ impl Index {
     }
 }
 
+/// Those of `fields` that no segment of `searcher` has postings for, read from each segment's
+/// table of contents. (`SegmentReader::inverted_index` would tell too, but for a field the
+/// segment lacks it builds a new empty term dictionary, an FST builder of about a megabyte,
+/// at every call.) When a segment's table cannot be read, no field is said to be empty.
+fn fields_without_postings(searcher: &Searcher, fields: impl Iterator<Item = Field>) -> Vec<Field> {
+    let schema = searcher.schema();
+    let mut present = std::collections::HashSet::new();
+    for segment in searcher.segment_readers() {
+        let Ok(metadata) = segment.fields_metadata() else {
+            return Vec::new();
+        };
+        present.extend(
+            metadata
+                .iter()
+                .filter(|field| field.postings_size.is_some_and(|size| size.get_bytes() > 0))
+                .filter_map(|field| schema.get_field(&field.field_name).ok()),
+        );
+    }
+    fields.filter(|field| !present.contains(field)).collect()
+}
+
 /// The reader's searcher with the generation of the commit it holds. The searcher is built from
 /// the `meta.json` its last reload read, and a commit can land between that reload and a read
 /// of `meta.json` here: the generation is taken from the commit whose segments (with their
@@ -703,21 +734,10 @@ fn capture(index: &TantivyIndex, reader: &IndexReader, fields: Fields) -> Result
             let columns = (0..searcher.segment_readers().len())
                 .map(|_| std::sync::OnceLock::new())
                 .collect();
-            let empty_fields = [fields.names, fields.titles, fields.ids]
-                .into_iter()
-                .chain(fields.whole_labels)
-                .filter(|&field| {
-                    searcher.segment_readers().iter().all(|segment| {
-                        segment
-                            .inverted_index(field)
-                            .is_ok_and(|terms| terms.terms().num_terms() == 0)
-                    })
-                })
-                .collect();
             return Ok(Snapshot {
                 searcher,
                 columns,
-                empty_fields,
+                empty_fields: Arc::default(),
                 fields,
                 generation: Generation(
                     metas
@@ -830,7 +850,10 @@ impl Snapshot {
     /// an empty term dictionary anew for every look-up in a segment without the field. A term
     /// whose frequency cannot be read counts as held (the query then decides).
     fn holds(&self, term: &tantivy::Term) -> bool {
-        !self.empty_fields.contains(&term.field())
+        !self
+            .empty_fields
+            .get_or_init(|| fields_without_postings(&self.searcher, self.fields.labels()))
+            .contains(&term.field())
             && self.searcher.doc_freq(term).map_or(true, |n| n > 0)
     }
 
@@ -1182,8 +1205,43 @@ impl Writer {
 
 #[cfg(test)]
 mod tests {
-    use super::{Index, QueryConfig, previous_schema};
+    use super::{Index, QueryConfig, fields_without_postings, previous_schema, schema};
     use crate::error::Error;
+
+    /// A label field is empty only when no segment has a term in it; one segment with a term
+    /// is enough to keep it, whichever segment that is.
+    #[test]
+    fn the_label_fields_without_postings_are_those_no_segment_has() {
+        let (schema, fields) = schema();
+        let index = tantivy::Index::create_in_ram(schema);
+        index
+            .tokenizers()
+            .register(&super::tokenizer::name(), super::tokenizer::analyzer());
+        let mut writer: tantivy::IndexWriter = index.writer(15_000_000).expect("a RAM index");
+        // One commit a segment: names only in the first, titles only in the second.
+        for (field, label) in [(fields.names, "tar"), (fields.titles, "Release notes")] {
+            let mut document = tantivy::TantivyDocument::default();
+            document.add_text(fields.body, "some words");
+            document.add_text(field, label);
+            writer.add_document(document).expect("a RAM index");
+            writer.commit().expect("a RAM index");
+        }
+        let searcher = index.reader().expect("a RAM index").searcher();
+        assert_eq!(searcher.segment_readers().len(), 2);
+        let mut expected = vec![fields.ids];
+        expected.extend(fields.whole_labels);
+        assert_eq!(
+            fields_without_postings(&searcher, fields.labels()),
+            expected
+        );
+        // Every label field is empty in an index of no document.
+        let empty = tantivy::Index::create_in_ram(index.schema());
+        let searcher = empty.reader().expect("a RAM index").searcher();
+        assert_eq!(
+            fields_without_postings(&searcher, fields.labels()),
+            fields.labels().collect::<Vec<_>>()
+        );
+    }
 
     #[test]
     fn mnemonic_brackets_leave_the_words_they_mark() {

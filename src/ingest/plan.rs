@@ -100,13 +100,32 @@ pub(crate) fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -
         .ok_or_else(|| Error::Usage(format!("folder name {} is not valid UTF-8", root.display())))?
         .to_string();
     let root_id = ledger.find_root(&root_key)?;
-    let known = KnownSources::new(match root_id {
-        Some(id) => ledger.sources_of_root(id)?,
-        None => Vec::new(),
+    // The walk (the file system) and the read of the ledger's sources (SQLite) are each about
+    // half of a run that changes nothing: they run side by side.
+    let walk_root = || {
+        // A pause point for the tests of a root swapped between being resolved and being
+        // opened.
+        crash_point("plan.before_walk");
+        walk::walk(root, config.excludes, config.formats)
+    };
+    let (walked, known) = std::thread::scope(|scope| {
+        let walking = std::thread::Builder::new()
+            .name("walk".into())
+            .spawn_scoped(scope, walk_root);
+        let known = match root_id {
+            Some(id) => ledger.sources_of_root(id),
+            None => Ok(Vec::new()),
+        };
+        let walked = match walking {
+            Ok(walking) => walking
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // No thread to be had: the walk runs here, after the read.
+            Err(_) => walk_root(),
+        };
+        (walked, known)
     });
-    // A pause point for the tests of a root swapped between being resolved and being opened.
-    crash_point("plan.before_walk");
-    let walked = walk::walk(root, config.excludes, config.formats)?;
+    let (walked, known) = (walked?, KnownSources::new(known?));
     let mut to_read = Vec::new();
     let mut unchanged = 0;
     // The walk's files and the known paths are both sorted by path: one merge of the two

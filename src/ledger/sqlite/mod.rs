@@ -601,18 +601,29 @@ impl Ledger {
         })
     }
 
-    /// Records the start of an ingest run.
+    /// Records the start of an ingest run, without waiting for the disk (`synchronous = OFF`
+    /// for this one commit). Nothing relies on the record before the run's next commit, whose
+    /// fsync makes it durable with everything before it in the log; a power loss before then
+    /// loses only the record of a run that had written nothing, and a killed process loses
+    /// nothing (the kernel has its pages). A run that changes nothing then waits for one
+    /// commit, its end, not two.
     pub(crate) fn start_run(&mut self, run_id: &str, roots: &[String], now_ms: i64) -> Result<()> {
         self.conn
-            .execute(
-                "INSERT INTO runs (run_id, roots, started_at) VALUES (?1, ?2, ?3)",
-                params![
-                    run_id,
-                    serde_json::to_string(roots).unwrap_or_default(),
-                    now_ms
-                ],
-            )
+            .execute_batch("PRAGMA synchronous = OFF")
             .map_err(sql_error("record run"))?;
+        let recorded = self.conn.execute(
+            "INSERT INTO runs (run_id, roots, started_at) VALUES (?1, ?2, ?3)",
+            params![
+                run_id,
+                serde_json::to_string(roots).unwrap_or_default(),
+                now_ms
+            ],
+        );
+        // Every later commit waits for the disk again, whether or not the insert went in.
+        self.conn
+            .execute_batch("PRAGMA synchronous = FULL")
+            .map_err(sql_error("record run"))?;
+        recorded.map_err(sql_error("record run"))?;
         Ok(())
     }
 
@@ -1474,6 +1485,27 @@ mod tests {
             plan.iter().any(|step| step.contains("runs_by_finish")),
             "the last ingest reads every run: {plan:?}"
         );
+    }
+
+    #[test]
+    fn every_commit_after_a_run_start_waits_for_the_disk_again() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut ledger =
+            Ledger::open(&dir.path().join("ledger.sqlite"), Access::ReadWrite).expect("ledger");
+        let synchronous = |ledger: &Ledger| -> i64 {
+            ledger
+                .conn
+                .query_row("PRAGMA synchronous", [], |row| row.get(0))
+                .expect("read synchronous")
+        };
+        // 2 is FULL: each commit is fsynced before it returns.
+        assert_eq!(synchronous(&ledger), 2);
+        ledger.start_run("run-1", &[], 1_000).expect("start");
+        assert_eq!(synchronous(&ledger), 2, "after a run's start");
+        assert!(ledger.run_row("run-1").expect("read run").is_some());
+        // A start that fails (the run's ID taken) leaves it FULL too.
+        assert!(ledger.start_run("run-1", &[], 2_000).is_err());
+        assert_eq!(synchronous(&ledger), 2, "after a run's start failed");
     }
 
     fn mount(folder: &str) -> Option<MountLine> {
