@@ -693,12 +693,15 @@ impl Index {
 /// Those of `fields` that no segment of `searcher` has postings for, read from each segment's
 /// table of contents. (`SegmentReader::inverted_index` would tell too, but for a field the
 /// segment lacks it builds a new empty term dictionary, an FST builder of about a megabyte,
-/// at every call.) When a segment's table cannot be read, no field is said to be empty.
+/// at every call.) When a segment's table cannot be read, no field is said to be empty; that
+/// includes a damaged list of fast columns, on which Tantivy panics rather than fails.
 fn fields_without_postings(searcher: &Searcher, fields: impl Iterator<Item = Field>) -> Vec<Field> {
     let schema = searcher.schema();
     let mut present = std::collections::HashSet::new();
     for segment in searcher.segment_readers() {
-        let Ok(metadata) = segment.fields_metadata() else {
+        let read =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| segment.fields_metadata()));
+        let Ok(Ok(metadata)) = read else {
             return Vec::new();
         };
         present.extend(
@@ -846,9 +849,10 @@ impl Snapshot {
     }
 
     /// Whether the index may hold `term`: false when no segment has a term in its field, or
-    /// none has it. A field no segment has is known from the snapshot's capture: Tantivy makes
-    /// an empty term dictionary anew for every look-up in a segment without the field. A term
-    /// whose frequency cannot be read counts as held (the query then decides).
+    /// none has it. The fields no segment has are found at the snapshot's first search
+    /// (`fields_without_postings`): Tantivy makes an empty term dictionary anew for every
+    /// look-up in a segment without the field. A term whose frequency cannot be read counts as
+    /// held (the query then decides).
     fn holds(&self, term: &tantivy::Term) -> bool {
         !self
             .empty_fields

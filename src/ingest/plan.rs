@@ -125,7 +125,9 @@ pub(crate) fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -
         };
         (walked, known)
     });
-    let (walked, known) = (walked?, KnownSources::new(known?));
+    // The ledger's error first, as when the two ran one after the other.
+    let known = KnownSources::new(known?);
+    let walked = walked?;
     let mut to_read = Vec::new();
     let mut unchanged = 0;
     // The walk's files and the known paths are both sorted by path: one merge of the two

@@ -601,15 +601,19 @@ impl Ledger {
         })
     }
 
-    /// Records the start of an ingest run, without waiting for the disk (`synchronous = OFF`
-    /// for this one commit). Nothing relies on the record before the run's next commit, whose
-    /// fsync makes it durable with everything before it in the log; a power loss before then
-    /// loses only the record of a run that had written nothing, and a killed process loses
-    /// nothing (the kernel has its pages). A run that changes nothing then waits for one
-    /// commit, its end, not two.
+    /// Records the start of an ingest run without waiting for the disk: `synchronous = NORMAL`
+    /// for this one commit, which in WAL mode does not fsync the commit itself, but still
+    /// fsyncs a log started afresh (its header) and any checkpoint the commit runs. (OFF would
+    /// skip those too, and a checkpoint copying the log into the database unsynced can lose
+    /// earlier commits in a power loss.) Nothing relies on the record being durable before the
+    /// run's next commit, whose fsync makes it durable with everything before it in the log. A
+    /// power loss before then loses only the record of a run that had written nothing (a
+    /// shared ledger may then hold a start its replica lacks; only finished runs are ever read
+    /// back from it); a killed process loses nothing, as the kernel has its pages. A run that
+    /// changes nothing then waits for one commit, its end, instead of two.
     pub(crate) fn start_run(&mut self, run_id: &str, roots: &[String], now_ms: i64) -> Result<()> {
         self.conn
-            .execute_batch("PRAGMA synchronous = OFF")
+            .execute_batch("PRAGMA synchronous = NORMAL")
             .map_err(sql_error("record run"))?;
         let recorded = self.conn.execute(
             "INSERT INTO runs (run_id, roots, started_at) VALUES (?1, ?2, ?3)",
