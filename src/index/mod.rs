@@ -231,6 +231,18 @@ impl Fields {
     }
 }
 
+/// An empty index of the current schema in memory, with the one analyzer registered (for the
+/// tests of the index and its queries).
+#[cfg(test)]
+fn ram_index() -> (TantivyIndex, Fields) {
+    let (schema, fields) = schema();
+    let index = TantivyIndex::create_in_ram(schema);
+    index
+        .tokenizers()
+        .register(&tokenizer::name(), tokenizer::analyzer());
+    (index, fields)
+}
+
 /// The Tantivy index of a store.
 pub struct Index {
     index: TantivyIndex,
@@ -1209,18 +1221,14 @@ impl Writer {
 
 #[cfg(test)]
 mod tests {
-    use super::{Index, QueryConfig, fields_without_postings, previous_schema, schema};
+    use super::{Index, QueryConfig, fields_without_postings, previous_schema, ram_index};
     use crate::error::Error;
 
     /// A label field is empty only when no segment has a term in it; one segment with a term
     /// is enough to keep it, whichever segment that is.
     #[test]
     fn the_label_fields_without_postings_are_those_no_segment_has() {
-        let (schema, fields) = schema();
-        let index = tantivy::Index::create_in_ram(schema);
-        index
-            .tokenizers()
-            .register(&super::tokenizer::name(), super::tokenizer::analyzer());
+        let (index, fields) = ram_index();
         let mut writer: tantivy::IndexWriter = index.writer(15_000_000).expect("a RAM index");
         // One commit a segment: names only in the first, titles only in the second.
         for (field, label) in [(fields.names, "tar"), (fields.titles, "Release notes")] {
@@ -1239,7 +1247,7 @@ mod tests {
             expected
         );
         // Every label field is empty in an index of no document.
-        let empty = tantivy::Index::create_in_ram(index.schema());
+        let (empty, _) = ram_index();
         let searcher = empty.reader().expect("a RAM index").searcher();
         assert_eq!(
             fields_without_postings(&searcher, fields.labels()),

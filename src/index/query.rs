@@ -292,7 +292,7 @@ mod tests {
         MAX_LABEL_QUERY_PARTS, MAX_TOKENS, build, label_keys, query_words, whole_label_keys,
     };
     use crate::index::tokenizer::{self, MAX_LABEL_PARTS, label_terms};
-    use crate::index::{QueryConfig, schema};
+    use crate::index::{QueryConfig, ram_index};
 
     /// Clauses per token: the body and the heading path.
     const PER_TOKEN: usize = 2;
@@ -301,11 +301,7 @@ mod tests {
 
     /// The number of clauses the query for `text` has.
     fn clauses(text: &str) -> usize {
-        let (schema, fields) = schema();
-        let index = tantivy::Index::create_in_ram(schema);
-        index
-            .tokenizers()
-            .register(&tokenizer::name(), tokenizer::analyzer());
+        let (index, fields) = ram_index();
         let query = build(&index, &fields, text, &QueryConfig::default(), &|_| true);
         query
             .downcast_ref::<BooleanQuery>()
@@ -431,11 +427,7 @@ mod tests {
 
     /// The body texts of `bodies` that the query for `text` matches, best first.
     fn matching(bodies: &[&str], text: &str) -> Vec<String> {
-        let (schema, fields) = schema();
-        let index = tantivy::Index::create_in_ram(schema);
-        index
-            .tokenizers()
-            .register(&tokenizer::name(), tokenizer::analyzer());
+        let (index, fields) = ram_index();
         let mut writer: tantivy::IndexWriter = index.writer(15_000_000).expect("a RAM index");
         for body in bodies {
             let mut document = tantivy::TantivyDocument::default();
@@ -461,11 +453,7 @@ mod tests {
     /// document as the query with every clause does, score for score, with fewer clauses.
     #[test]
     fn label_clauses_the_index_cannot_match_are_left_out_and_change_nothing() {
-        let (schema, fields) = schema();
-        let index = tantivy::Index::create_in_ram(schema);
-        index
-            .tokenizers()
-            .register(&tokenizer::name(), tokenizer::analyzer());
+        let (index, fields) = ram_index();
         let mut analyzer = tokenizer::analyzer();
         let mut writer: tantivy::IndexWriter = index.writer(15_000_000).expect("a RAM index");
         let documents = [
