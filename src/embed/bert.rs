@@ -2,30 +2,35 @@
 //! sentence-transformers BERT model, and token vectors for a pack of texts.
 //!
 //! It computes what `candle_transformers::models::bert::BertModel` computes (post-norm BERT,
-//! absolute positions), laid out differently, because on a small CPU the time went elsewhere:
-//! - The four weight products of a layer run on AMX tiles in bfloat16 (`amx.rs`) where the CPU
-//!   has them and the precision allows it (`Precision::Auto`); otherwise, and for the
-//!   attention's own products, candle multiplies in float32 (the `gemm` crate, with its
-//!   AVX-512 kernels where the CPU has them, else AVX2/FMA, chosen at run time).
+//! absolute positions), laid out differently, because on a small CPU the time went elsewhere.
+//! Candle only loads the weights; the pass itself runs on plain `f32` buffers, reused from pack
+//! to pack (one set per thread):
+//! - The four weight products of a layer, and the attention's two products, run on AMX tiles in
+//!   bfloat16 (`kernels::amx`) where the CPU has them and the precision allows it
+//!   (`Precision::Auto`); otherwise they run in float32 (`kernels::float32`, the `gemm` crate,
+//!   with its AVX-512 kernels where the CPU has them, else AVX2/FMA, chosen at run time).
 //! - Texts are packed, not padded: the rows of every projection are the real tokens of all the
 //!   texts one after the other, and attention runs per text, so no padded token is ever
 //!   computed and no attention mask is needed.
-//! - Query, key and value are one product (their weights side by side), and the heads are read
-//!   as strided views of its output, so nothing is copied to split or transpose them.
-//! - Bias, activation, residual, layer norm and softmax are fused loops over plain slices,
-//!   written so the compiler vectorises them (lane-wise accumulators, a polynomial `exp` and
-//!   `erf` instead of the scalar libm calls), where candle makes one pass and one buffer per
-//!   operation, single-threaded.
+//! - Query, key and value are one product (their weights side by side). In float32 the heads
+//!   are read as strided views of its output, so nothing is copied to split or transpose them;
+//!   on the tiles they are rounded to bfloat16 once and packed per head.
+//! - Bias, activation, residual and layer norm are applied to a product's output by the
+//!   product itself (`Weights::times`'s `finish`); on the tiles a 32-row block at a time, while
+//!   it is still in the cache. They and
+//!   softmax are loops over plain slices written so the compiler vectorises them (lane-wise
+//!   accumulators, a polynomial `exp` and `erf` instead of the scalar libm calls).
 //!
 //! A pack runs on one thread; the caller runs packs side by side, one per core (see
-//! `local.rs`), which keeps every core busy through the parts candle does not parallelise.
+//! `local.rs`), which keeps every core busy through every part of the pass.
 
-use candle_core::{Device, IndexOp, Result, Storage, Tensor, bail};
+use candle_core::{Result, Tensor, bail};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{Config, HiddenAct};
 
 use super::Precision;
-use super::amx;
+use super::kernels::amx;
+use super::kernels::float32::{self, View, ViewMut};
 
 /// The loaded encoder.
 pub(crate) struct Encoder {
@@ -46,7 +51,7 @@ pub(crate) struct Encoder {
 pub(crate) enum Kernel {
     /// AMX tiles, bfloat16 inputs, float32 sums.
     AmxBf16,
-    /// candle's float32 products.
+    /// Float32 products (the `gemm` crate).
     Float32,
 }
 
@@ -56,6 +61,18 @@ impl Kernel {
         match precision {
             Precision::Auto if amx::available() => Kernel::AmxBf16,
             Precision::Auto | Precision::Float32 => Kernel::Float32,
+        }
+    }
+
+    /// Tokens per pack (one forward pass on one thread), unless a single text is longer: enough
+    /// rows for the products to run at full speed, few enough that a pack's activations stay
+    /// near the core's caches and a call's packs outnumber the threads. Measured on both
+    /// shared corpora (docs/BENCHMARKS.md): the tiles ran 15–40 % faster at 384 than at 2,048,
+    /// the float32 products within 3 % from 384 to 2,048.
+    pub(crate) fn pack_tokens(self) -> usize {
+        match self {
+            Kernel::AmxBf16 => 384,
+            Kernel::Float32 => 1024,
         }
     }
 
@@ -70,40 +87,68 @@ impl Kernel {
 
 /// A weight matrix `[in, out]`, ready to be the right-hand side of a product.
 enum Weights {
-    Float32(Tensor),
+    /// Row-major, `inputs` rows of `outputs`.
+    Float32 {
+        values: Vec<f32>,
+        inputs: usize,
+        outputs: usize,
+    },
     Tiles(amx::PackedWeights),
 }
 
 impl Weights {
     fn new(in_out: Tensor, kernel: Kernel) -> Result<Weights> {
-        match kernel {
-            Kernel::Float32 => Ok(Weights::Float32(in_out)),
-            Kernel::AmxBf16 => {
-                let (inputs, outputs) = in_out.dims2()?;
-                let values = in_out.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-                Ok(Weights::Tiles(amx::PackedWeights::pack(
-                    &values, inputs, outputs,
-                )))
-            }
-        }
+        let (inputs, outputs) = in_out.dims2()?;
+        let values = in_out.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        Ok(match kernel {
+            Kernel::Float32 => Weights::Float32 {
+                values,
+                inputs,
+                outputs,
+            },
+            Kernel::AmxBf16 => Weights::Tiles(amx::PackedWeights::pack(&values, inputs, outputs)),
+        })
     }
 
-    /// `x` (`[rows, in]`) times the weights: `[rows, out]`.
-    fn times(&self, x: &Tensor) -> Result<Tensor> {
-        match self {
-            Weights::Float32(weights) => x.matmul(weights),
-            Weights::Tiles(weights) => {
-                let (rows, inputs) = x.dims2()?;
-                if inputs != weights.inputs() {
-                    bail!(
-                        "a product of {inputs} columns with weights of {} rows",
-                        weights.inputs()
-                    );
-                }
-                let out = read(x, |values| Ok(amx::product(values, rows, weights)))?;
-                Tensor::from_vec(out, (rows, weights.outputs()), &Device::Cpu)
-            }
+    /// `x` (`rows` rows of the weights' inputs) times the weights, into `out` (`rows` rows of
+    /// their outputs), whose earlier values are dropped and whose memory is reused. `finish`
+    /// is applied to the output's rows, `finish(rows, first)`: a block at a time as the tiles
+    /// write them, all at once after a float32 product.
+    fn times(
+        &self,
+        x: &[f32],
+        rows: usize,
+        out: &mut Vec<f32>,
+        mut finish: impl FnMut(&mut [f32], usize),
+    ) -> Result<()> {
+        let inputs = match self {
+            Weights::Float32 { inputs, .. } => *inputs,
+            Weights::Tiles(weights) => weights.inputs(),
+        };
+        if x.len() != rows * inputs {
+            bail!(
+                "a product of {} values in {rows} rows with weights of {inputs} rows",
+                x.len()
+            );
         }
+        match self {
+            Weights::Float32 {
+                values,
+                inputs,
+                outputs,
+            } => {
+                // Every value is written by the product; zeroing only grows the buffer.
+                out.resize(rows * outputs, 0.0);
+                float32::multiply(
+                    View::rows(x, rows, *inputs),
+                    View::rows(values, *inputs, *outputs),
+                    ViewMut::rows(out, rows, *outputs),
+                );
+                finish(out, 0);
+            }
+            Weights::Tiles(weights) => amx::product_into(x, rows, weights, out, finish),
+        }
+        Ok(())
     }
 }
 
@@ -253,99 +298,174 @@ impl Encoder {
                 self.norm.apply(out);
             }
         }
-        let mut x = Tensor::from_vec(x, (tokens, hidden), &Device::Cpu)?;
-        for layer in &self.layers {
-            x = self.layer(layer, &x, &spans)?;
-        }
-        Ok(Hidden {
-            values: x.flatten_all()?.to_vec1()?,
-            spans,
-        })
+        let x = BUFFERS.with_borrow_mut(|buffers| -> Result<Vec<f32>> {
+            for layer in &self.layers {
+                self.layer(layer, &mut x, &spans, buffers)?;
+            }
+            Ok(x)
+        })?;
+        Ok(Hidden { values: x, spans })
     }
 
-    /// One post-norm transformer layer over the packed rows `x`.
-    fn layer(&self, layer: &Layer, x: &Tensor, spans: &[(usize, usize)]) -> Result<Tensor> {
-        let qkv = layer.qkv.times(x)?;
-        in_place(&qkv, |values| {
+    /// One post-norm transformer layer over the packed rows `x`, which it replaces with its
+    /// output; `buffers` hold the steps between.
+    fn layer(
+        &self,
+        layer: &Layer,
+        x: &mut Vec<f32>,
+        spans: &[(usize, usize)],
+        buffers: &mut Buffers,
+    ) -> Result<()> {
+        let rows = x.len() / self.hidden;
+        let Buffers {
+            qkv,
+            context,
+            scores,
+            attended,
+            inner,
+            out,
+        } = buffers;
+        let hidden = self.hidden;
+        layer.qkv.times(x, rows, qkv, |values, _| {
             vectorized(Bias {
                 values,
                 bias: &layer.qkv_bias,
                 act: None,
             });
-            Ok(())
         })?;
-        let context = self.attention(&qkv, spans)?;
+        self.attention(qkv, spans, context, scores)?;
 
-        let attended = layer.attention_out.times(&context)?;
-        read(x, |residual| {
-            in_place(&attended, |values| {
+        layer
+            .attention_out
+            .times(context, rows, attended, |values, first| {
                 vectorized(NormRows {
                     norm: &layer.attention_norm,
                     values,
                     bias: &layer.attention_out_bias,
-                    residual,
+                    residual: &x[first * hidden..],
                 });
-                Ok(())
-            })
-        })?;
+            })?;
 
-        let inner = layer.intermediate.times(&attended)?;
-        in_place(&inner, |values| {
-            vectorized(Bias {
-                values,
-                bias: &layer.intermediate_bias,
-                act: Some(self.act),
-            });
-            Ok(())
-        })?;
-
-        let out = layer.output.times(&inner)?;
-        read(&attended, |residual| {
-            in_place(&out, |values| {
-                vectorized(NormRows {
-                    norm: &layer.output_norm,
+        layer
+            .intermediate
+            .times(attended, rows, inner, |values, _| {
+                vectorized(Bias {
                     values,
-                    bias: &layer.output_bias,
-                    residual,
+                    bias: &layer.intermediate_bias,
+                    act: Some(self.act),
                 });
-                Ok(())
-            })
+            })?;
+
+        layer.output.times(inner, rows, out, |values, first| {
+            vectorized(NormRows {
+                norm: &layer.output_norm,
+                values,
+                bias: &layer.output_bias,
+                residual: &attended[first * hidden..],
+            });
         })?;
-        Ok(out)
+        std::mem::swap(x, out);
+        Ok(())
     }
 
     /// Self-attention of each text over its own rows of `qkv` (`[tokens, 3 × hidden]`, biased,
-    /// the query pre-scaled): the heads' context vectors side by side, `[tokens, hidden]`.
-    fn attention(&self, qkv: &Tensor, spans: &[(usize, usize)]) -> Result<Tensor> {
+    /// the query pre-scaled): the heads' context vectors side by side, `[tokens, hidden]`, into
+    /// `context`.
+    fn attention(
+        &self,
+        qkv: &[f32],
+        spans: &[(usize, usize)],
+        context: &mut Vec<f32>,
+        scores: &mut Vec<f32>,
+    ) -> Result<()> {
         let (hidden, heads) = (self.hidden, self.heads);
         let width = hidden / heads;
-        let tokens = qkv.dim(0)?;
-        let mut context = vec![0f32; tokens * hidden];
-        for &(start, len) in spans {
-            // `[len, 3, heads, width]` is how the rows already lie; each of q, k, v is then a
-            // strided `[heads, len, width]` view, which the products read without a copy.
-            let rows = qkv.narrow(0, start, len)?.reshape((len, 3, heads, width))?;
-            let part = |index: usize| rows.i((.., index))?.transpose(0, 1);
-            let (query, key, value) = (part(0)?, part(1)?, part(2)?);
-            let scores = query.matmul(&key.t()?)?;
-            in_place(&scores, |values| {
-                vectorized(Softmax { values, len });
-                Ok(())
-            })?;
-            let heads_context = scores.matmul(&value)?;
-            read(&heads_context, |values| {
-                // `[heads, len, width]` to the rows' `[len, heads × width]`.
-                for (head, block) in values.chunks_exact(len * width).enumerate() {
-                    for (at, vector) in block.chunks_exact(width).enumerate() {
-                        let to = (start + at) * hidden + head * width;
-                        context[to..to + width].copy_from_slice(vector);
-                    }
-                }
-                Ok(())
-            })?;
+        let tokens = qkv.len() / (3 * hidden);
+        context.clear();
+        context.resize(tokens * hidden, 0.0);
+        if self.kernel == Kernel::AmxBf16 {
+            for &(start, len) in spans {
+                amx::attention(
+                    &qkv[start * 3 * hidden..][..len * 3 * hidden],
+                    len,
+                    heads,
+                    width,
+                    |scores, len, stride| {
+                        vectorized(Softmax {
+                            values: scores,
+                            len,
+                            stride,
+                        });
+                    },
+                    &mut context[start * hidden..][..len * hidden],
+                );
+            }
+            return Ok(());
         }
-        Tensor::from_vec(context, (tokens, hidden), &Device::Cpu)
+        let longest = spans.iter().map(|&(_, len)| len).max().unwrap_or(0);
+        scores.resize(scores.len().max(longest * longest), 0.0);
+        for &(start, len) in spans {
+            let scores = &mut scores[..len * len];
+            // Each head's query, key and value are `len × width` views of the text's rows, as
+            // they lie (`[len, 3, heads, width]`); its context goes straight into its columns
+            // of the output's rows.
+            let text = &qkv[start * 3 * hidden..][..len * 3 * hidden];
+            let part = |index: usize, head: usize| View {
+                values: &text[index * hidden + head * width..],
+                rows: len,
+                columns: width,
+                row_stride: 3 * hidden,
+                column_stride: 1,
+            };
+            for head in 0..heads {
+                float32::multiply(
+                    part(0, head),
+                    part(1, head).transposed(),
+                    ViewMut::rows(scores, len, len),
+                );
+                vectorized(Softmax {
+                    values: scores,
+                    len,
+                    stride: len,
+                });
+                float32::multiply(
+                    View::rows(scores, len, len),
+                    part(2, head),
+                    ViewMut {
+                        values: &mut context[start * hidden + head * width..],
+                        rows: len,
+                        columns: width,
+                        row_stride: hidden,
+                        column_stride: 1,
+                    },
+                );
+            }
+        }
+        Ok(())
     }
+}
+
+/// The values between a layer's steps, `[tokens, width]` row-major each; kept per thread and
+/// written over, pack after pack, so a forward pass allocates (and the kernel zeroes fresh
+/// pages for) nothing but its input.
+#[derive(Default)]
+struct Buffers {
+    /// Query, key and value, `3 × hidden` wide.
+    qkv: Vec<f32>,
+    /// The heads' context vectors.
+    context: Vec<f32>,
+    /// One text's attention scores, one head at a time (float32 only: the tiles keep their own).
+    scores: Vec<f32>,
+    /// The attention's output, normalised: the residual of the feed-forward part.
+    attended: Vec<f32>,
+    /// The feed-forward part's intermediate activations.
+    inner: Vec<f32>,
+    /// The layer's output, swapped with its input.
+    out: Vec<f32>,
+}
+
+thread_local! {
+    static BUFFERS: std::cell::RefCell<Buffers> = std::cell::RefCell::new(Buffers::default());
 }
 
 /// A fused loop over a product's output, run by [`vectorized`].
@@ -400,17 +520,19 @@ impl Fused for NormRows<'_> {
     }
 }
 
-/// Softmax over every row of `len` scores.
+/// Softmax over every row of `len` scores; the rows lie `stride` values apart, and what lies
+/// between is left as it is.
 struct Softmax<'a> {
     values: &'a mut [f32],
     len: usize,
+    stride: usize,
 }
 
 impl Fused for Softmax<'_> {
     #[inline(always)]
     fn run(self) {
-        for row in self.values.chunks_exact_mut(self.len) {
-            softmax(row);
+        for row in self.values.chunks_mut(self.stride) {
+            softmax(&mut row[..self.len]);
         }
     }
 }
@@ -593,46 +715,6 @@ fn linear(vb: VarBuilder, inputs: usize, outputs: usize) -> Result<(Tensor, Tens
         vb.get((outputs, inputs), "weight")?,
         vb.get(outputs, "bias")?,
     ))
-}
-
-/// Runs `f` on a contiguous f32 CPU tensor's values.
-fn read<R>(tensor: &Tensor, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
-    let (storage, layout) = tensor.storage_and_layout();
-    let Storage::Cpu(storage) = &*storage else {
-        bail!("the encoder runs on the CPU")
-    };
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        bail!("the encoder reads contiguous tensors only")
-    };
-    f(&storage.as_slice::<f32>()?[start..end])
-}
-
-/// Runs `f` on a contiguous f32 CPU tensor's values, which it may change: the fused steps
-/// write over a product's output instead of allocating one buffer per operation.
-fn in_place(tensor: &Tensor, f: impl Fn(&mut [f32]) -> Result<()>) -> Result<()> {
-    tensor.inplace_op1(&InPlace(f))
-}
-
-struct InPlace<F>(F);
-
-impl<F: Fn(&mut [f32]) -> Result<()>> candle_core::InplaceOp1 for InPlace<F> {
-    fn name(&self) -> &'static str {
-        "bert-fused"
-    }
-
-    fn cpu_fwd(
-        &self,
-        storage: &mut candle_core::CpuStorage,
-        layout: &candle_core::Layout,
-    ) -> Result<()> {
-        let candle_core::CpuStorage::F32(values) = storage else {
-            bail!("the encoder computes in f32")
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            bail!("the encoder writes contiguous tensors only")
-        };
-        (self.0)(&mut values[start..end])
-    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //!
 //! The folder is read by `embed::folder`; this module owns the weights and the tokenizer. Texts
 //! are tokenized (with their prefix, truncated to the maximum length) and cut into packs of about
-//! `PACK_TOKENS` tokens; the packs run side by side on the model's threads, one per thread,
+//! `Kernel::pack_tokens` tokens; the packs run side by side on the model's threads, one per thread,
 //! through `embed::bert` (which packs a pack's texts without padding). Every vector is
 //! L2-normalised.
 
@@ -24,11 +24,6 @@ use super::folder::{self, ModelFolder, Pooling, Settings, model_error};
 use super::{Embedder, Fingerprint, LocalConfig};
 use crate::error::Result;
 use crate::ids::{MODEL_VERSION, StreamHash};
-
-/// Tokens per pack (one forward pass on one thread), unless a single text is longer. Enough
-/// rows for the matrix products to run at full speed, few enough that a call's packs outnumber
-/// the threads and the last pack leaves a core idle only briefly.
-const PACK_TOKENS: usize = 2048;
 
 /// A summary of the folder's files (path, size, mtime, ctime, inode) and of the settings: equal
 /// keys mean an equal fingerprint, without reading a byte of the files.
@@ -205,7 +200,7 @@ impl LocalModel {
                 .collect::<Vec<_>>();
             // One pack per task: each runs on one thread, and rayon hands the next pack to
             // whichever thread is free.
-            let packs = packs_by_length(&lengths, PACK_TOKENS);
+            let packs = packs_by_length(&lengths, self.model.kernel().pack_tokens());
             let rows = packs
                 .par_iter()
                 .map(|pack| self.forward(pack, &encodings))

@@ -19,9 +19,9 @@
 //!
 //! Nothing here reads the ledger or the index; `store` and `ingest` decide what to embed.
 
-mod amx;
 pub mod bert;
 pub mod folder;
+mod kernels;
 pub mod local;
 pub mod remote;
 

@@ -1,5 +1,5 @@
-//! Matrix products on Intel AMX tiles: bfloat16 inputs, float32 sums. The crate's one module
-//! with `unsafe` code, kept here so the rest can forbid it.
+//! Matrix products on Intel AMX tiles: bfloat16 inputs, float32 sums: a layer's weight
+//! products, and a text's attention.
 //!
 //! What needs `unsafe`, and why it holds:
 //! - Asking Linux for the tile registers (`arch_prctl(ARCH_REQ_XCOMP_PERM)`), once per process,
@@ -18,17 +18,15 @@
 //!   panels of 16 columns, each row of a panel two consecutive `k` for the 16 columns
 //!   (`[k/2][16][2]`), `k` padded with zeros to a multiple of 32 and `n` to a multiple of 32.
 //! - The activations `[m, k]` are rounded to bfloat16 per product, `m` padded to 32 rows.
+//! - Attention, per text and head: the query's rows are the left operand of the scores, the
+//!   key packed as the right one (`kᵀ`); the probabilities, rounded, are the left operand of the
+//!   context, the value packed as the right one. Each is rounded once per text, in one pass.
 //! - Each 32 × 32 block of the output is four 16 × 16 float32 tiles, accumulated over `k` in
 //!   steps of 32 (two tiles of the activations, two of the weights, four tile products).
 //!
 //! Rounding each input to bfloat16 (8 bits of mantissa) and summing in float32 leaves the
 //! model's vectors at a cosine above 0.999 to the float32 pass (the tests below and
 //! docs/BENCHMARKS.md measure it), and retrieval within the goal of 0.005 nDCG.
-
-#![allow(
-    unsafe_code,
-    reason = "the AMX system call and instructions; the crate's only unsafe code (see above)"
-)]
 
 use std::sync::OnceLock;
 
@@ -124,15 +122,10 @@ impl PackedWeights {
         assert_eq!(weights.len(), k * n, "weights of {k} × {n}");
         let k_pad = k.next_multiple_of(TILE_K);
         let n_pad = n.next_multiple_of(BLOCK);
-        let panel_len = (k_pad / 2) * TILE * 2;
-        let mut panels = vec![0u16; (n_pad / TILE) * panel_len];
-        for row in 0..k {
-            for column in 0..n {
-                let (panel, lane) = (column / TILE, column % TILE);
-                let at = panel * panel_len + (row / 2) * TILE * 2 + lane * 2 + row % 2;
-                panels[at] = bf16(weights[row * n + column]);
-            }
-        }
+        let mut panels = vec![0u16; (n_pad / TILE) * (k_pad / 2) * TILE * 2];
+        pack_into(&mut panels, (k, n), (k_pad, n_pad), false, |row, column| {
+            bf16(weights[row * n + column])
+        });
         PackedWeights {
             k,
             n,
@@ -146,83 +139,263 @@ impl PackedWeights {
     pub(crate) fn inputs(&self) -> usize {
         self.k
     }
-
-    /// Columns of the weights: the width of the product.
-    pub(crate) fn outputs(&self) -> usize {
-        self.n
-    }
 }
 
-/// `activations` (`[m, k]` row-major float32) times `weights`: `[m, n]` row-major float32.
+/// `activations` (`[m, k]` row-major float32) times `weights`: `[m, n]` row-major float32,
+/// written into `out`, whose earlier values are dropped and whose memory is reused.
+///
+/// The product runs 32 rows at a time: each block's activations are rounded just before its
+/// tiles read them, and `finish(rows, first)` is called on the block's output rows (`first` is
+/// the first one's index) as soon as they are written, while they are still in the core's
+/// caches: a bias, an activation or a layer norm applied there costs no pass over memory.
 ///
 /// # Panics
 /// When AMX is not [`available`], or `activations` is not `m` rows of the weights' `k`.
-pub(crate) fn product(activations: &[f32], m: usize, weights: &PackedWeights) -> Vec<f32> {
+pub(crate) fn product_into(
+    activations: &[f32],
+    m: usize,
+    weights: &PackedWeights,
+    out: &mut Vec<f32>,
+    mut finish: impl FnMut(&mut [f32], usize),
+) {
     assert!(available(), "AMX tiles are not available on this CPU");
     let (k, n, k_pad, n_pad) = (weights.k, weights.n, weights.k_pad, weights.n_pad);
     assert_eq!(activations.len(), m * k, "activations of {m} × {k}");
+    out.clear();
     if k == 0 {
-        return vec![0.0; m * n];
+        out.resize(m * n, 0.0);
+        finish(out, 0);
+        return;
     }
-    let m_pad = m.next_multiple_of(BLOCK);
-    LHS.with_borrow_mut(|lhs| {
-        // The rows past `m` may hold an earlier product's values: an output row depends on its
-        // own input row alone, so they only make output rows that are never read. The columns
-        // past `k` are zeroed, as they meet every row.
-        lhs.resize(lhs.len().max(m_pad * k_pad), 0);
-        let lhs = &mut lhs[..m_pad * k_pad];
-        round_rows(activations, k, lhs, k_pad);
-        // What every tile row reads or writes lies inside these buffers.
-        assert!(m_pad.is_multiple_of(BLOCK) && k_pad.is_multiple_of(TILE_K));
-        assert!(n_pad.is_multiple_of(BLOCK));
-        assert_eq!(
-            weights.panels.len(),
-            (n_pad / TILE) * (k_pad / 2) * TILE * 2
+    // What every tile row reads or writes lies inside these buffers.
+    assert!(k_pad.is_multiple_of(TILE_K) && n_pad.is_multiple_of(BLOCK));
+    assert_eq!(
+        weights.panels.len(),
+        (n_pad / TILE) * (k_pad / 2) * TILE * 2
+    );
+    PRODUCT.with_borrow_mut(|buffers| {
+        let lhs = scratch(&mut buffers.lhs, BLOCK * k_pad);
+        // Where a block is written when its rows are wider than the answer's.
+        let padded = scratch(
+            &mut buffers.padded,
+            if n_pad == n { 0 } else { BLOCK * n_pad },
         );
-        if n_pad == n {
-            // Straight into the answer: the tiles write every value of its `m_pad` rows, of
-            // which the first `m` are kept.
-            let mut out = Vec::with_capacity(m_pad * n);
-            let spare = &mut out.spare_capacity_mut()[..m_pad * n];
-            // SAFETY: `spare` is `m_pad × n_pad` writable floats; the sizes were checked above.
-            unsafe {
-                tiles::multiply(
-                    lhs,
-                    &weights.panels,
-                    spare.as_mut_ptr().cast(),
-                    m_pad,
-                    k_pad,
-                    n_pad,
-                );
-            }
-            // SAFETY: `multiply` wrote all `m_pad × n_pad` values, a superset of the first
-            // `m × n`.
-            unsafe { out.set_len(m * n) };
-            return out;
-        }
-        let mut padded = vec![0f32; m_pad * n_pad];
-        // SAFETY: `padded` is `m_pad × n_pad` floats; the sizes were checked above.
-        unsafe {
-            tiles::multiply(
-                lhs,
-                &weights.panels,
-                padded.as_mut_ptr(),
-                m_pad,
+        out.reserve(m.next_multiple_of(BLOCK) * n);
+        for first in (0..m).step_by(BLOCK) {
+            let last = (first + BLOCK).min(m);
+            // In the last block the rows past `m` may hold an earlier block's values: an
+            // output row depends on its own input row alone, so they only make output rows
+            // that are never read. The columns past `k` are zeroed, as they meet every row.
+            round_rows(
+                &activations[first * k..last * k],
+                k,
+                &mut lhs[..(last - first) * k_pad],
                 k_pad,
-                n_pad,
             );
+            if n_pad == n {
+                // Straight into the answer: the tiles write all 32 rows of the block after the
+                // `first` rows written so far, of which the first `last - first` are kept.
+                let spare = &mut out.spare_capacity_mut()[..BLOCK * n];
+                // SAFETY: `spare` is `BLOCK × n_pad` writable floats, `lhs` `BLOCK × k_pad`
+                // values; `multiply` checks the rest.
+                unsafe {
+                    tiles::multiply(
+                        lhs,
+                        &weights.panels,
+                        spare.as_mut_ptr().cast(),
+                        BLOCK,
+                        k_pad,
+                        n_pad,
+                    );
+                }
+                // SAFETY: `multiply` wrote all of `spare`, a superset of the rows kept.
+                unsafe { out.set_len(last * n) };
+            } else {
+                // SAFETY: `padded` is `BLOCK × n_pad` floats, `lhs` `BLOCK × k_pad` values.
+                unsafe {
+                    tiles::multiply(
+                        lhs,
+                        &weights.panels,
+                        padded.as_mut_ptr(),
+                        BLOCK,
+                        k_pad,
+                        n_pad,
+                    );
+                }
+                for row in padded.chunks_exact(n_pad).take(last - first) {
+                    out.extend_from_slice(&row[..n]);
+                }
+            }
+            finish(&mut out[first * n..], first);
         }
-        let mut out = Vec::with_capacity(m * n);
-        for row in padded.chunks_exact(n_pad).take(m) {
-            out.extend_from_slice(&row[..n]);
-        }
-        out
-    })
+    });
 }
 
 thread_local! {
-    /// The rounded activations of this thread's last product, kept to be written over.
-    static LHS: std::cell::RefCell<Vec<u16>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// This thread's buffers for `product_into`, kept to be written over.
+    static PRODUCT: std::cell::RefCell<ProductBuffers> =
+        const { std::cell::RefCell::new(ProductBuffers { lhs: Vec::new(), padded: Vec::new() }) };
+    /// This thread's buffers for `attention`, kept to be written over.
+    static ATTENTION: std::cell::RefCell<AttentionBuffers> =
+        const { std::cell::RefCell::new(AttentionBuffers::new()) };
+}
+
+/// A block's rounded activations, and its output where the weights' columns were padded.
+struct ProductBuffers {
+    lhs: Vec<u16>,
+    padded: Vec<f32>,
+}
+
+/// The rounded and packed operands of one head's two products, and their float32 outputs.
+struct AttentionBuffers {
+    rounded: Vec<u16>,
+    lhs: Vec<u16>,
+    panels: Vec<u16>,
+    scores: Vec<f32>,
+    out: Vec<f32>,
+}
+
+impl AttentionBuffers {
+    const fn new() -> AttentionBuffers {
+        AttentionBuffers {
+            rounded: Vec::new(),
+            lhs: Vec::new(),
+            panels: Vec::new(),
+            scores: Vec::new(),
+            out: Vec::new(),
+        }
+    }
+}
+
+/// Grows `buffer` to at least `len` values and gives back its first `len`, which may hold an
+/// earlier use's values.
+fn scratch<T: Copy + Default>(buffer: &mut Vec<T>, len: usize) -> &mut [T] {
+    if buffer.len() < len {
+        buffer.resize(len, T::default());
+    }
+    &mut buffer[..len]
+}
+
+/// Packs `k × n` bfloat16 values, `value(row, column)`, into `panels` in the tiles' pair
+/// layout (see the module), padded with zeros to `k_pad` rows and `n_pad` columns. `columns_outer` picks
+/// the order the values are read in: whichever reads the source's memory in order.
+#[inline(always)]
+fn pack_into(
+    panels: &mut [u16],
+    (k, n): (usize, usize),
+    (k_pad, n_pad): (usize, usize),
+    columns_outer: bool,
+    value: impl Fn(usize, usize) -> u16,
+) {
+    let panel_len = (k_pad / 2) * TILE * 2;
+    assert!(k <= k_pad && n <= n_pad && k_pad.is_multiple_of(2) && n_pad.is_multiple_of(TILE));
+    assert_eq!(panels.len(), (n_pad / TILE) * panel_len);
+    panels.fill(0);
+    let at = |row: usize, column: usize| {
+        (column / TILE) * panel_len + (row / 2) * TILE * 2 + (column % TILE) * 2 + row % 2
+    };
+    if columns_outer {
+        for column in 0..n {
+            for row in 0..k {
+                panels[at(row, column)] = value(row, column);
+            }
+        }
+    } else {
+        for row in 0..k {
+            for column in 0..n {
+                panels[at(row, column)] = value(row, column);
+            }
+        }
+    }
+}
+
+/// One text's self-attention on tiles, head by head: the scores `q · kᵀ` (bfloat16 inputs,
+/// float32 sums), made probabilities by `softmax`, then the context `scores · v` the same way.
+///
+/// - `qkv` is the text's `len` rows of `[3, heads, width]`: query (already scaled), key and
+///   value, each head's `width` values side by side.
+/// - `softmax(scores, len, stride)` turns each of `scores`' rows (`len` scores, then padding
+///   up to `stride`) into probabilities, in place; it must leave the padding alone.
+/// - `context` receives the text's `len` rows of `[heads, width]`.
+///
+/// # Panics
+/// When AMX is not [`available`], or the slices are not of those shapes.
+pub(crate) fn attention(
+    qkv: &[f32],
+    len: usize,
+    heads: usize,
+    width: usize,
+    softmax: impl Fn(&mut [f32], usize, usize),
+    context: &mut [f32],
+) {
+    assert!(available(), "AMX tiles are not available on this CPU");
+    let hidden = heads * width;
+    assert_eq!(
+        qkv.len(),
+        len * 3 * hidden,
+        "{len} rows of query, key and value"
+    );
+    assert_eq!(context.len(), len * hidden, "{len} rows of context");
+    if len == 0 || width == 0 {
+        return;
+    }
+    // Scores: `[len, width] × [width, len]`; context: `[len, len] × [len, width]`.
+    let rows = len.next_multiple_of(BLOCK);
+    let width_k = width.next_multiple_of(TILE_K);
+    let width_n = width.next_multiple_of(BLOCK);
+    let at = |token: usize, part: usize, head: usize| (token * 3 + part) * hidden + head * width;
+    ATTENTION.with_borrow_mut(|buffers| {
+        // Every query, key and value rounded once, in one pass; the heads' operands are then
+        // copied from these.
+        let rounded = scratch(&mut buffers.rounded, len * 3 * hidden);
+        round_rows(qkv, 3 * hidden, rounded, 3 * hidden);
+        let rounded = &*rounded;
+        for head in 0..heads {
+            // The query's rows; the rows past `len` only make score rows never read.
+            let lhs = scratch(&mut buffers.lhs, rows * width_k);
+            for (token, to) in lhs.chunks_exact_mut(width_k).take(len).enumerate() {
+                let (values, pad) = to.split_at_mut(width);
+                values.copy_from_slice(&rounded[at(token, 0, head)..][..width]);
+                pad.fill(0);
+            }
+            // kᵀ: row `d`, column `token` is the key's value `d` of that token.
+            let panels = scratch(
+                &mut buffers.panels,
+                (rows / TILE) * (width_k / 2) * TILE * 2,
+            );
+            pack_into(panels, (width, len), (width_k, rows), true, |d, token| {
+                rounded[at(token, 1, head) + d]
+            });
+            let scores = scratch(&mut buffers.scores, rows * rows);
+            // SAFETY: `scores` is `rows × rows` floats; `multiply` checks the rest.
+            unsafe { tiles::multiply(lhs, panels, scores.as_mut_ptr(), rows, width_k, rows) };
+            softmax(&mut scores[..len * rows], len, rows);
+
+            // The probabilities, rounded; the columns past `len` are zero, as they meet every
+            // row (the padded scores are never read).
+            let lhs = scratch(&mut buffers.lhs, rows * rows);
+            round_rows_strided(
+                &scores[..len * rows],
+                len,
+                rows,
+                &mut lhs[..len * rows],
+                rows,
+            );
+            let panels = scratch(
+                &mut buffers.panels,
+                (width_n / TILE) * (rows / 2) * TILE * 2,
+            );
+            pack_into(panels, (len, width), (rows, width_n), false, |token, d| {
+                rounded[at(token, 2, head) + d]
+            });
+            let out = scratch(&mut buffers.out, rows * width_n);
+            // SAFETY: `out` is `rows × width_n` floats; `multiply` checks the rest.
+            unsafe { tiles::multiply(lhs, panels, out.as_mut_ptr(), rows, rows, width_n) };
+            for (token, from) in out.chunks_exact(width_n).take(len).enumerate() {
+                context[token * hidden + head * width..][..width].copy_from_slice(&from[..width]);
+            }
+        }
+    });
 }
 
 /// `from` (rows of `k` float32) rounded into `to` (rows of `k_pad`), the columns past `k` zero.
@@ -238,6 +411,34 @@ fn round_rows(from: &[f32], k: usize, to: &mut [u16], k_pad: usize) {
         from.len(),
         to.len()
     );
+}
+
+/// `from` (rows of `stride` float32, of which the first `k` are values) rounded into `to`
+/// (rows of `k_pad`), the columns past `k` zero.
+fn round_rows_strided(from: &[f32], k: usize, stride: usize, to: &mut [u16], k_pad: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `available()` held, which asked for AVX-512 F, BW and VL.
+    unsafe {
+        round_rows_strided_avx512(from, k, stride, to, k_pad);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!(
+        "AMX is x86-64 only ({k}, {stride}, {}, {}, {k_pad})",
+        from.len(),
+        to.len()
+    );
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+fn round_rows_strided_avx512(from: &[f32], k: usize, stride: usize, to: &mut [u16], k_pad: usize) {
+    for (to, from) in to.chunks_exact_mut(k_pad).zip(from.chunks_exact(stride)) {
+        let (values, pad) = to.split_at_mut(k);
+        for (to, &from) in values.iter_mut().zip(&from[..k]) {
+            *to = bf16(from);
+        }
+        pad.fill(0);
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -406,6 +607,23 @@ mod tests {
         out
     }
 
+    fn product(activations: &[f32], m: usize, weights: &PackedWeights) -> Vec<f32> {
+        // A buffer that held something else before: none of it may show through.
+        let mut out = vec![f32::NAN; 7];
+        // Every row is finished once, in order, in blocks of at most 32 whole rows.
+        let mut finished = 0;
+        product_into(activations, m, weights, &mut out, |rows, first| {
+            assert_eq!(first, finished, "blocks out of order");
+            assert!(rows.len() % weights.n.max(1) == 0 && rows.len() <= BLOCK * weights.n);
+            finished += rows.len() / weights.n.max(1);
+        });
+        assert!(
+            weights.n == 0 || finished == m,
+            "{finished} of {m} rows finished"
+        );
+        out
+    }
+
     fn values(len: usize, seed: u64) -> Vec<f32> {
         let mut state = seed;
         (0..len)
@@ -470,6 +688,77 @@ mod tests {
             assert_eq!(available(), cpuinfo_has_amx_bf16());
         } else {
             assert!(!available());
+        }
+    }
+
+    /// A plain softmax over each row's first `len` scores.
+    fn softmax_rows(scores: &mut [f32], len: usize, stride: usize) {
+        for row in scores.chunks_mut(stride) {
+            let row = &mut row[..len];
+            let top = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let total: f32 = row
+                .iter_mut()
+                .map(|x| {
+                    *x = (*x - top).exp();
+                    *x
+                })
+                .sum();
+            row.iter_mut().for_each(|x| *x /= total);
+        }
+    }
+
+    /// The tile attention equals attention computed plainly from the same rounded inputs (the
+    /// query, key and value, and the probabilities), for lengths and head widths that need
+    /// every kind of padding; every context value is written. Where the CPU has no AMX it
+    /// must refuse.
+    #[test]
+    fn the_tile_attention_is_attention_of_the_rounded_inputs() {
+        let r = |x: f32| f32::from_bits(u32::from(bf16(x)) << 16);
+        if !available() {
+            let refused = std::panic::catch_unwind(|| {
+                attention(&values(96, 1), 1, 1, 32, softmax_rows, &mut [0.0; 32]);
+            });
+            assert!(refused.is_err(), "tile attention ran without AMX");
+            return;
+        }
+        for (len, heads, width) in [
+            (1, 1, 32),
+            (17, 3, 32),
+            (45, 2, 64),
+            (200, 2, 24),
+            (33, 1, 40),
+        ] {
+            let hidden = heads * width;
+            let qkv = values(len * 3 * hidden, (len * 13 + width) as u64);
+            // NaN in every value: one that is left unwritten shows.
+            let mut got = vec![f32::NAN; len * hidden];
+            attention(&qkv, len, heads, width, softmax_rows, &mut got);
+            let at = |token: usize, part: usize, head: usize, d: usize| {
+                qkv[(token * 3 + part) * hidden + head * width + d]
+            };
+            for head in 0..heads {
+                let mut scores = vec![0f32; len * len];
+                for i in 0..len {
+                    for j in 0..len {
+                        scores[i * len + j] = (0..width)
+                            .map(|d| r(at(i, 0, head, d)) * r(at(j, 1, head, d)))
+                            .sum();
+                    }
+                }
+                softmax_rows(&mut scores, len, len);
+                for i in 0..len {
+                    for d in 0..width {
+                        let want: f32 = (0..len)
+                            .map(|j| r(scores[i * len + j]) * r(at(j, 2, head, d)))
+                            .sum();
+                        let got = got[i * hidden + head * width + d];
+                        assert!(
+                            (got - want).abs() <= 1e-3 * (1.0 + want.abs()),
+                            "len {len}, head {head}/{heads}, width {width}: row {i}, value {d}: tiles {got}, reference {want}"
+                        );
+                    }
+                }
+            }
         }
     }
 
