@@ -272,7 +272,14 @@ impl Encoder {
         let hidden = self.hidden;
         let mut spans = Vec::with_capacity(texts.len());
         let mut tokens = 0;
-        for (ids, _) in texts {
+        for (ids, types) in texts {
+            if ids.len() != types.len() {
+                bail!(
+                    "a text of {} tokens has {} token types",
+                    ids.len(),
+                    types.len()
+                );
+            }
             spans.push((tokens, ids.len()));
             tokens += ids.len();
         }

@@ -28,6 +28,7 @@
 //! model's vectors at a cosine above 0.999 to the float32 pass (the tests below and
 //! docs/BENCHMARKS.md measure it), and retrieval within the goal of 0.005 nDCG.
 
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 /// Rows of a tile, and rows (and columns) of a product's block per tile.
@@ -160,11 +161,18 @@ pub(crate) fn product_into(
 ) {
     assert!(available(), "AMX tiles are not available on this CPU");
     let (k, n, k_pad, n_pad) = (weights.k, weights.n, weights.k_pad, weights.n_pad);
-    assert_eq!(activations.len(), m * k, "activations of {m} × {k}");
+    assert_eq!(
+        Some(activations.len()),
+        m.checked_mul(k),
+        "activations of {m} × {k}"
+    );
     out.clear();
     if k == 0 {
-        out.resize(m * n, 0.0);
-        finish(out, 0);
+        // Every sum is empty; the rows are finished in blocks all the same.
+        for first in (0..m).step_by(BLOCK) {
+            out.resize((first + BLOCK).min(m) * n, 0.0);
+            finish(&mut out[first * n..], first);
+        }
         return;
     }
     // What every tile row reads or writes lies inside these buffers.
@@ -196,31 +204,14 @@ pub(crate) fn product_into(
                 // Straight into the answer: the tiles write all 32 rows of the block after the
                 // `first` rows written so far, of which the first `last - first` are kept.
                 let spare = &mut out.spare_capacity_mut()[..BLOCK * n];
-                // SAFETY: `spare` is `BLOCK × n_pad` writable floats, `lhs` `BLOCK × k_pad`
-                // values; `multiply` checks the rest.
-                unsafe {
-                    tiles::multiply(
-                        lhs,
-                        &weights.panels,
-                        spare.as_mut_ptr().cast(),
-                        BLOCK,
-                        k_pad,
-                        n_pad,
-                    );
-                }
+                // SAFETY: `available()` held (above); `multiply` checks every size.
+                unsafe { tiles::multiply(lhs, &weights.panels, spare, BLOCK, k_pad, n_pad) };
                 // SAFETY: `multiply` wrote all of `spare`, a superset of the rows kept.
                 unsafe { out.set_len(last * n) };
             } else {
-                // SAFETY: `padded` is `BLOCK × n_pad` floats, `lhs` `BLOCK × k_pad` values.
+                // SAFETY: `available()` held (above); `multiply` checks every size.
                 unsafe {
-                    tiles::multiply(
-                        lhs,
-                        &weights.panels,
-                        padded.as_mut_ptr(),
-                        BLOCK,
-                        k_pad,
-                        n_pad,
-                    );
+                    tiles::multiply(lhs, &weights.panels, uninit(padded), BLOCK, k_pad, n_pad);
                 }
                 for row in padded.chunks_exact(n_pad).take(last - first) {
                     out.extend_from_slice(&row[..n]);
@@ -269,6 +260,14 @@ impl AttentionBuffers {
 
 /// Grows `buffer` to at least `len` values and gives back its first `len`, which may hold an
 /// earlier use's values.
+/// `values` as memory the tiles write: they store float32 values only, so what they leave is
+/// as initialised as before.
+fn uninit(values: &mut [f32]) -> &mut [MaybeUninit<f32>] {
+    // SAFETY: `MaybeUninit<f32>` has `f32`'s layout; the only writer, `tiles::multiply`, writes
+    // float32 values, never uninitialised memory, so `values` stays initialised.
+    unsafe { &mut *(std::ptr::from_mut(values) as *mut [MaybeUninit<f32>]) }
+}
+
 fn scratch<T: Copy + Default>(buffer: &mut Vec<T>, len: usize) -> &mut [T] {
     if buffer.len() < len {
         buffer.resize(len, T::default());
@@ -329,18 +328,23 @@ pub(crate) fn attention(
     context: &mut [f32],
 ) {
     assert!(available(), "AMX tiles are not available on this CPU");
-    let hidden = heads * width;
+    let hidden = heads.checked_mul(width).expect("heads × width overflows");
     assert_eq!(
-        qkv.len(),
-        len * 3 * hidden,
+        Some(qkv.len()),
+        len.checked_mul(3 * hidden),
         "{len} rows of query, key and value"
     );
     assert_eq!(context.len(), len * hidden, "{len} rows of context");
-    if len == 0 || width == 0 {
+    if len == 0 || hidden == 0 {
         return;
     }
     // Scores: `[len, width] × [width, len]`; context: `[len, len] × [len, width]`.
     let rows = len.next_multiple_of(BLOCK);
+    // Every buffer below is at most `rows × rows` or `rows × 3 × hidden` values.
+    assert!(
+        rows.checked_mul(rows.max(3 * hidden)).is_some(),
+        "a text of {len} tokens is too long to attend to"
+    );
     let width_k = width.next_multiple_of(TILE_K);
     let width_n = width.next_multiple_of(BLOCK);
     let at = |token: usize, part: usize, head: usize| (token * 3 + part) * hidden + head * width;
@@ -367,8 +371,8 @@ pub(crate) fn attention(
                 rounded[at(token, 1, head) + d]
             });
             let scores = scratch(&mut buffers.scores, rows * rows);
-            // SAFETY: `scores` is `rows × rows` floats; `multiply` checks the rest.
-            unsafe { tiles::multiply(lhs, panels, scores.as_mut_ptr(), rows, width_k, rows) };
+            // SAFETY: `available()` held (above); `multiply` checks every size.
+            unsafe { tiles::multiply(lhs, panels, uninit(scores), rows, width_k, rows) };
             softmax(&mut scores[..len * rows], len, rows);
 
             // The probabilities, rounded; the columns past `len` are zero, as they meet every
@@ -389,8 +393,8 @@ pub(crate) fn attention(
                 rounded[at(token, 2, head) + d]
             });
             let out = scratch(&mut buffers.out, rows * width_n);
-            // SAFETY: `out` is `rows × width_n` floats; `multiply` checks the rest.
-            unsafe { tiles::multiply(lhs, panels, out.as_mut_ptr(), rows, rows, width_n) };
+            // SAFETY: `available()` held (above); `multiply` checks every size.
+            unsafe { tiles::multiply(lhs, panels, uninit(out), rows, rows, width_n) };
             for (token, from) in out.chunks_exact(width_n).take(len).enumerate() {
                 context[token * hidden + head * width..][..width].copy_from_slice(&from[..width]);
             }
@@ -400,8 +404,9 @@ pub(crate) fn attention(
 
 /// `from` (rows of `k` float32) rounded into `to` (rows of `k_pad`), the columns past `k` zero.
 fn round_rows(from: &[f32], k: usize, to: &mut [u16], k_pad: usize) {
+    debug_assert!(available());
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `available()` held, which asked for AVX-512 F, BW and VL.
+    // SAFETY: the callers checked `available()`, which asked for AVX-512 F, BW and VL.
     unsafe {
         round_rows_avx512(from, k, to, k_pad);
     }
@@ -416,8 +421,9 @@ fn round_rows(from: &[f32], k: usize, to: &mut [u16], k_pad: usize) {
 /// `from` (rows of `stride` float32, of which the first `k` are values) rounded into `to`
 /// (rows of `k_pad`), the columns past `k` zero.
 fn round_rows_strided(from: &[f32], k: usize, stride: usize, to: &mut [u16], k_pad: usize) {
+    debug_assert!(available());
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `available()` held, which asked for AVX-512 F, BW and VL.
+    // SAFETY: the callers checked `available()`, which asked for AVX-512 F, BW and VL.
     unsafe {
         round_rows_strided_avx512(from, k, stride, to, k_pad);
     }
@@ -458,6 +464,8 @@ fn round_rows_avx512(from: &[f32], k: usize, to: &mut [u16], k_pad: usize) {
 mod tiles {
     use std::arch::asm;
 
+    use std::mem::MaybeUninit;
+
     use super::{BLOCK, TILE, TILE_K};
 
     /// The tile configuration: palette 1, tiles 0 to 7 each 16 rows of 64 bytes.
@@ -478,13 +486,15 @@ mod tiles {
 
     /// `out[m_pad, n_pad] = lhs[m_pad, k_pad] × panels`, all padded as `product` pads them.
     ///
+    /// Every value of `out` is written, with float32 values.
+    ///
     /// # Safety
-    /// `out` must be valid for writing `m_pad × n_pad` float32s, and `available()` must have
-    /// held. (The shapes and `lhs` and `panels` are checked here.)
+    /// `available()` must have held: the CPU has the instructions and the kernel granted the
+    /// tiles. (Every size is checked here.)
     pub(super) unsafe fn multiply(
         lhs: &[u16],
         panels: &[u16],
-        out: *mut f32,
+        out: &mut [MaybeUninit<f32>],
         m_pad: usize,
         k_pad: usize,
         n_pad: usize,
@@ -492,8 +502,15 @@ mod tiles {
         // Whole 32 × 32 blocks only: the stores below write rows and columns in 32s.
         assert!(m_pad.is_multiple_of(BLOCK) && n_pad.is_multiple_of(BLOCK));
         assert!(k_pad.is_multiple_of(TILE_K));
-        assert_eq!(lhs.len(), m_pad * k_pad);
-        assert_eq!(panels.len(), (n_pad / TILE) * (k_pad / 2) * TILE * 2);
+        assert_eq!(Some(lhs.len()), m_pad.checked_mul(k_pad));
+        assert_eq!(
+            Some(panels.len()),
+            (n_pad / TILE)
+                .checked_mul(k_pad)
+                .and_then(|len| len.checked_mul(TILE))
+        );
+        assert_eq!(Some(out.len()), m_pad.checked_mul(n_pad));
+        let out = out.as_mut_ptr().cast::<f32>();
         let lhs_stride = k_pad * 2;
         let panel_stride = TILE * 2 * 2;
         let out_stride = n_pad * 4;
@@ -551,8 +568,8 @@ mod tiles {
                     }
                 }
                 // SAFETY: rows `row..row + 32`, columns `column..column + 32` of `out` (row
-                // stride `n_pad`), inside its `m_pad × n_pad` values because `m_pad` and
-                // `n_pad` are multiples of 32.
+                // stride `n_pad`), inside its `m_pad × n_pad` values (checked above) because
+                // `m_pad` and `n_pad` are multiples of 32.
                 unsafe {
                     let top = out.add(row * n_pad + column);
                     let bottom = top.add(TILE * n_pad);
@@ -581,7 +598,16 @@ mod tiles {
 /// AMX is x86-64 only: `available()` is false elsewhere, so nothing calls this.
 #[cfg(not(target_arch = "x86_64"))]
 mod tiles {
-    pub(super) unsafe fn multiply(_: &[u16], _: &[u16], _: *mut f32, _: usize, _: usize, _: usize) {
+    use std::mem::MaybeUninit;
+
+    pub(super) unsafe fn multiply(
+        _: &[u16],
+        _: &[u16],
+        _: &mut [MaybeUninit<f32>],
+        _: usize,
+        _: usize,
+        _: usize,
+    ) {
         unreachable!("AMX is x86-64 only")
     }
 }
@@ -760,6 +786,10 @@ mod tests {
                 }
             }
         }
+        // No heads, no width or no tokens: nothing to attend to, and nothing written.
+        attention(&[], 5, 0, 64, softmax_rows, &mut []);
+        attention(&[], 5, 2, 0, softmax_rows, &mut []);
+        attention(&[], 0, 2, 32, softmax_rows, &mut []);
     }
 
     /// The tile product equals a plain product of the rounded inputs (to float32 summation
@@ -776,10 +806,14 @@ mod tests {
         }
         let packed = PackedWeights::pack(&values(64 * 32, 1), 64, 32);
         assert!(product(&[], 0, &packed).is_empty());
-        // No inputs: every sum is empty.
+        // No inputs: every sum is empty, and the rows are still finished in blocks.
         assert_eq!(
             product(&[], 3, &PackedWeights::pack(&[], 0, 5)),
             vec![0.0; 15]
+        );
+        assert_eq!(
+            product(&[], 40, &PackedWeights::pack(&[], 0, 2)),
+            vec![0.0; 80]
         );
         for (m, k, n) in [
             (1, 1, 1),

@@ -83,11 +83,22 @@ fn inside(
     last.is_some_and(|last| last < len && isize::try_from(last).is_ok())
 }
 
+/// Whether no two elements of a view's shape share an offset, as an output's must not: its rows
+/// or its columns lie one after the other without overlapping.
+fn distinct(rows: usize, columns: usize, row_stride: usize, column_stride: usize) -> bool {
+    if rows <= 1 || columns <= 1 {
+        return (rows <= 1 || row_stride > 0) && (columns <= 1 || column_stride > 0);
+    }
+    let span = |count: usize, stride: usize| (count - 1).checked_mul(stride);
+    span(columns, column_stride).is_some_and(|span| row_stride > span)
+        || span(rows, row_stride).is_some_and(|span| column_stride > span)
+}
+
 /// `out = lhs × rhs`.
 ///
 /// # Panics
-/// When the shapes do not agree (`lhs` is `m × k`, `rhs` `k × n`, `out` `m × n`), or a view
-/// reaches past its slice.
+/// When the shapes do not agree (`lhs` is `m × k`, `rhs` `k × n`, `out` `m × n`), a view
+/// reaches past its slice, or two of the output's elements share a value.
 pub(crate) fn multiply(lhs: View, rhs: View, out: ViewMut) {
     let (m, k, n) = (lhs.rows, lhs.columns, rhs.columns);
     assert!(
@@ -128,6 +139,12 @@ pub(crate) fn multiply(lhs: View, rhs: View, out: ViewMut) {
             "the {name} operand's {rows} × {columns} at strides {row_stride}, {column_stride} reaches past its {len} values"
         );
     }
+    assert!(
+        distinct(m, n, out.row_stride, out.column_stride),
+        "the output's {m} × {n} at strides {}, {} has elements that share a value",
+        out.row_stride,
+        out.column_stride
+    );
     if m == 0 || n == 0 {
         return;
     }
@@ -139,8 +156,16 @@ pub(crate) fn multiply(lhs: View, rhs: View, out: ViewMut) {
         }
         return;
     }
-    // Every stride fits an `isize`: each is at most the last offset of a view, checked above.
-    let stride = |value: usize| isize::try_from(value).unwrap_or(isize::MAX);
+    // A stride along a dimension of one element is never multiplied by anything but 0, so it
+    // is passed as 0; every other stride is at most its view's last offset, which `inside`
+    // checked fits an `isize`.
+    let stride = |value: usize, count: usize| {
+        if count <= 1 {
+            0
+        } else {
+            isize::try_from(value).expect("checked by `inside`")
+        }
+    };
     // SAFETY: `gemm` reads `lhs` at `i × lhs_rs + p × lhs_cs` and `rhs` at `p × rhs_rs + j ×
     // rhs_cs`, and writes `out` at `i × dst_rs + j × dst_cs`, for `i < m`, `p < k`, `j < n`;
     // `inside` held for each (above), so every such offset is inside its slice. `out` is a
@@ -152,15 +177,15 @@ pub(crate) fn multiply(lhs: View, rhs: View, out: ViewMut) {
             n,
             k,
             out.values.as_mut_ptr(),
-            stride(out.column_stride),
-            stride(out.row_stride),
+            stride(out.column_stride, n),
+            stride(out.row_stride, m),
             false,
             lhs.values.as_ptr(),
-            stride(lhs.column_stride),
-            stride(lhs.row_stride),
+            stride(lhs.column_stride, k),
+            stride(lhs.row_stride, m),
             rhs.values.as_ptr(),
-            stride(rhs.column_stride),
-            stride(rhs.row_stride),
+            stride(rhs.column_stride, n),
+            stride(rhs.row_stride, k),
             0.0,
             1.0,
             false,
@@ -196,7 +221,15 @@ mod tests {
     /// and nothing outside the output's elements is written.
     #[test]
     fn strided_products_are_the_plain_products() {
-        for (m, k, n) in [(1, 1, 1), (7, 32, 7), (45, 64, 33), (130, 384, 96)] {
+        for (m, k, n) in [
+            (1, 1, 1),
+            (1, 32, 7),
+            (7, 32, 1),
+            (7, 1, 7),
+            (7, 32, 7),
+            (45, 64, 33),
+            (130, 384, 96),
+        ] {
             // The left operand is columns `3..3 + k` of rows `k + 5` wide; the right the
             // transpose of a row-major `n × k` at a row stride of `k + 2`.
             let wide = values(m * (k + 5), (m + k) as u64);
@@ -281,5 +314,26 @@ mod tests {
             );
         });
         assert!(refused.is_err(), "a 2 × 3 by 2 × 2 product ran");
+        // An output whose rows overlap: element (0, 1) is element (1, 0).
+        let refused = std::panic::catch_unwind(|| {
+            let mut out = vec![0.0; 4];
+            multiply(
+                View::rows(&short[..4], 2, 2),
+                View::rows(&short[..4], 2, 2),
+                ViewMut {
+                    values: &mut out,
+                    rows: 2,
+                    columns: 2,
+                    row_stride: 1,
+                    column_stride: 1,
+                },
+            );
+        });
+        assert!(
+            refused.is_err(),
+            "an output with overlapping rows was written"
+        );
+        assert!(distinct(2, 3, 3, 1) && distinct(2, 3, 1, 2) && distinct(1, 5, 0, 1));
+        assert!(!distinct(2, 3, 2, 1) && !distinct(3, 1, 0, 1) && !distinct(2, 2, 1, 1));
     }
 }
