@@ -615,6 +615,7 @@ mod tiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embed::kernels::values;
 
     fn reference(a: &[f32], m: usize, w: &[f32], k: usize, n: usize, round: bool) -> Vec<f32> {
         let r = |x: f32| {
@@ -648,18 +649,6 @@ mod tests {
             "{finished} of {m} rows finished"
         );
         out
-    }
-
-    fn values(len: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed;
-        (0..len)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
     }
 
     #[test]

@@ -199,18 +199,7 @@ pub(crate) fn multiply(lhs: View, rhs: View, out: ViewMut) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn values(len: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed;
-        (0..len)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::embed::kernels::values;
 
     fn at(view: &View, i: usize, j: usize) -> f32 {
         view.values[i * view.row_stride + j * view.column_stride]

@@ -11,3 +11,18 @@
 
 pub(crate) mod amx;
 pub(crate) mod float32;
+
+/// Test inputs: `len` values in [-1, 1) from a fixed sequence (a linear congruential generator,
+/// so a failing shape fails the same way every run).
+#[cfg(test)]
+fn values(len: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed;
+    (0..len)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
