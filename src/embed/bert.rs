@@ -29,8 +29,8 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{Config, HiddenAct};
 
 use super::Precision;
-use super::kernels::amx;
 use super::kernels::float32::{self, View, ViewMut};
+use super::kernels::{self, amx};
 
 /// The loaded encoder.
 pub(crate) struct Encoder {
@@ -309,6 +309,7 @@ impl Encoder {
             for layer in &self.layers {
                 self.layer(layer, &mut x, &spans, buffers)?;
             }
+            buffers.trim();
             Ok(x)
         })?;
         Ok(Hidden { values: x, spans })
@@ -454,7 +455,8 @@ impl Encoder {
 
 /// The values between a layer's steps, `[tokens, width]` row-major each; kept per thread and
 /// written over, pack after pack, so a forward pass allocates (and the kernel zeroes fresh
-/// pages for) nothing but its input.
+/// pages for) nothing but its input, but for a buffer past `kernels::KEPT_BYTES`, which is
+/// freed at the end of the pass.
 #[derive(Default)]
 struct Buffers {
     /// Query, key and value, `3 × hidden` wide.
@@ -469,6 +471,23 @@ struct Buffers {
     inner: Vec<f32>,
     /// The layer's output, swapped with its input.
     out: Vec<f32>,
+}
+
+impl Buffers {
+    /// Frees what one long pack grew past [`kernels::KEPT_BYTES`].
+    fn trim(&mut self) {
+        let Buffers {
+            qkv,
+            context,
+            scores,
+            attended,
+            inner,
+            out,
+        } = self;
+        for buffer in [qkv, context, scores, attended, inner, out] {
+            kernels::release_if_large(buffer);
+        }
+    }
 }
 
 thread_local! {

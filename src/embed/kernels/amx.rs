@@ -31,6 +31,8 @@
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
+use super::release_if_large;
+
 /// Rows of a tile, and rows (and columns) of a product's block per tile.
 const TILE: usize = 16;
 /// bfloat16 values in a tile row (64 bytes): the `k` step of one tile product.
@@ -219,6 +221,8 @@ pub(crate) fn product_into(
             }
             finish(&mut out[first * n..], first);
         }
+        release_if_large(&mut buffers.lhs);
+        release_if_large(&mut buffers.padded);
     });
 }
 
@@ -247,6 +251,15 @@ struct AttentionBuffers {
 }
 
 impl AttentionBuffers {
+    /// Frees what one long text grew past [`super::KEPT_BYTES`].
+    fn trim(&mut self) {
+        release_if_large(&mut self.rounded);
+        release_if_large(&mut self.lhs);
+        release_if_large(&mut self.panels);
+        release_if_large(&mut self.scores);
+        release_if_large(&mut self.out);
+    }
+
     const fn new() -> AttentionBuffers {
         AttentionBuffers {
             rounded: Vec::new(),
@@ -258,8 +271,6 @@ impl AttentionBuffers {
     }
 }
 
-/// Grows `buffer` to at least `len` values and gives back its first `len`, which may hold an
-/// earlier use's values.
 /// `values` as memory the tiles write: they store float32 values only, so what they leave is
 /// as initialised as before.
 fn uninit(values: &mut [f32]) -> &mut [MaybeUninit<f32>] {
@@ -268,6 +279,8 @@ fn uninit(values: &mut [f32]) -> &mut [MaybeUninit<f32>] {
     unsafe { &mut *(std::ptr::from_mut(values) as *mut [MaybeUninit<f32>]) }
 }
 
+/// Grows `buffer` to at least `len` values and gives back its first `len`, which may hold an
+/// earlier use's values.
 fn scratch<T: Copy + Default>(buffer: &mut Vec<T>, len: usize) -> &mut [T] {
     if buffer.len() < len {
         buffer.resize(len, T::default());
@@ -399,6 +412,7 @@ pub(crate) fn attention(
                 context[token * hidden + head * width..][..width].copy_from_slice(&from[..width]);
             }
         }
+        buffers.trim();
     });
 }
 
@@ -615,7 +629,7 @@ mod tiles {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embed::kernels::values;
+    use crate::embed::kernels::{KEPT_BYTES, values};
 
     fn reference(a: &[f32], m: usize, w: &[f32], k: usize, n: usize, round: bool) -> Vec<f32> {
         let r = |x: f32| {
@@ -779,6 +793,23 @@ mod tests {
         attention(&[], 5, 0, 64, softmax_rows, &mut []);
         attention(&[], 5, 2, 0, softmax_rows, &mut []);
         attention(&[], 0, 2, 32, softmax_rows, &mut []);
+
+        // A short text's buffers are kept for the next; one long enough that its scores pass
+        // `KEPT_BYTES` leaves none behind.
+        let kept = |len: usize| {
+            let qkv = values(len * 3 * 32, 5);
+            let mut context = vec![0.0; len * 32];
+            attention(&qkv, len, 1, 32, softmax_rows, &mut context);
+            assert!(context.iter().all(|value| value.is_finite()));
+            ATTENTION.with_borrow(|buffers| buffers.scores.capacity())
+        };
+        assert!(kept(100) >= 100 * 100);
+        let long = (KEPT_BYTES / 4).isqrt() + 1;
+        assert_eq!(
+            kept(long),
+            0,
+            "a text of {long} tokens left its scores behind"
+        );
     }
 
     /// The tile product equals a plain product of the rounded inputs (to float32 summation

@@ -12,6 +12,19 @@
 pub(crate) mod amx;
 pub(crate) mod float32;
 
+/// The most bytes a per-thread scratch buffer keeps between calls. Buffers are reused so a
+/// forward pass allocates (and the kernel zeroes fresh pages for) almost nothing, but one very
+/// long text (the scores grow with the square of its length) must not leave a thread holding
+/// hundreds of megabytes for the life of the process; a model's ordinary packs stay below it.
+pub(crate) const KEPT_BYTES: usize = 32 << 20;
+
+/// Frees `buffer` when it holds more than [`KEPT_BYTES`].
+pub(crate) fn release_if_large<T>(buffer: &mut Vec<T>) {
+    if buffer.capacity().saturating_mul(std::mem::size_of::<T>()) > KEPT_BYTES {
+        *buffer = Vec::new();
+    }
+}
+
 /// Test inputs: `len` values in [-1, 1) from a fixed sequence (a linear congruential generator,
 /// so a failing shape fails the same way every run).
 #[cfg(test)]
