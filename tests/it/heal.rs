@@ -41,6 +41,25 @@ fn damages() -> Vec<Damage> {
                 .and_then(|f| f.set_len(len / 2))
                 .expect("truncate .idx");
         }),
+        ("a truncated .fast file", |store| {
+            let fast = segment_file(store, "fast");
+            let len = std::fs::metadata(&fast).expect("stat").len();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&fast)
+                .and_then(|f| f.set_len(len / 2))
+                .expect("truncate .fast");
+        }),
+        ("garbage at the end of a .fast file", |store| {
+            // The list of fast columns lies at the end of the file.
+            let fast = segment_file(store, "fast");
+            let mut bytes = std::fs::read(&fast).expect("read .fast");
+            let len = bytes.len();
+            for byte in &mut bytes[len.saturating_sub(64)..] {
+                *byte ^= 0x5a;
+            }
+            std::fs::write(&fast, bytes).expect("write .fast");
+        }),
         ("garbage in meta.json", |store| {
             std::fs::write(store.join("index/meta.json"), b"{ not json \x00\xff").expect("write");
         }),
