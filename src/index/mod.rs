@@ -269,6 +269,8 @@ pub struct Snapshot {
     /// The label fields no segment of the snapshot has a term in (`holds`), found by the
     /// first search that asks: a writer's snapshots are never searched.
     empty_fields: Arc<std::sync::OnceLock<Vec<Field>>>,
+    /// The index's folder, named when a segment turns out to be damaged.
+    dir: Arc<Path>,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -374,6 +376,20 @@ fn analyzer_of(schema: &Schema, name: &str) -> Option<String> {
 fn index_error(context: impl Into<String>) -> impl FnOnce(tantivy::TantivyError) -> Error {
     let context = context.into();
     move |source| Error::Index { context, source }
+}
+
+/// `read`, with a panic taken as damage: Tantivy asserts or `unwrap`s on some damage to a
+/// segment's files (a `.fast` file's list of columns: its length, its blocks) where other
+/// damage fails, and the store must say its index is damaged, not crash. (The panic's message
+/// still goes to stderr, before the error that names the index.)
+fn panic_as_damage<T>(read: impl FnOnce() -> tantivy::Result<T>) -> tantivy::Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|_| {
+        Err(tantivy::TantivyError::DataCorruption(
+            tantivy::error::DataCorruption::comment_only(
+                "a segment file is damaged (Tantivy panicked reading it)",
+            ),
+        ))
+    })
 }
 
 /// The I/O error inside a Tantivy error, if it is one.
@@ -562,12 +578,14 @@ impl Index {
             .register(&tokenizer::name(), tokenizer::analyzer());
         // Opening the reader opens every segment's files, so a missing or truncated file is
         // found here rather than in the middle of a search.
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()
-            .map_err(open_error(dir, "open reader on"))?;
-        let first = capture(&index, &reader, fields)?;
+        let reader = panic_as_damage(|| {
+            index
+                .reader_builder()
+                .reload_policy(ReloadPolicy::Manual)
+                .try_into()
+        })
+        .map_err(open_error(dir, "open reader on"))?;
+        let first = capture(&index, &reader, fields, dir)?;
         Ok(Index {
             index,
             fields,
@@ -629,8 +647,8 @@ impl Index {
     /// Makes the reader see the last commit. Returns the generation it now sees. On an error
     /// the previous snapshot stays current.
     pub fn reload(&self) -> Result<Generation> {
-        self.reader.reload().map_err(index_error("reload"))?;
-        let fresh = capture(&self.index, &self.reader, self.fields)?;
+        panic_as_damage(|| self.reader.reload()).map_err(index_error("reload"))?;
+        let fresh = capture(&self.index, &self.reader, self.fields, &self.dir)?;
         let generation = fresh.generation;
         let mut snapshots = self
             .snapshots
@@ -711,9 +729,7 @@ fn fields_without_postings(searcher: &Searcher, fields: impl Iterator<Item = Fie
     let schema = searcher.schema();
     let mut present = std::collections::HashSet::new();
     for segment in searcher.segment_readers() {
-        let read =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| segment.fields_metadata()));
-        let Ok(Ok(metadata)) = read else {
+        let Ok(metadata) = panic_as_damage(|| segment.fields_metadata()) else {
             return Vec::new();
         };
         present.extend(
@@ -730,7 +746,12 @@ fn fields_without_postings(searcher: &Searcher, fields: impl Iterator<Item = Fie
 /// the `meta.json` its last reload read, and a commit can land between that reload and a read
 /// of `meta.json` here: the generation is taken from the commit whose segments (with their
 /// deletes) are exactly the searcher's, reloading until the two agree.
-fn capture(index: &TantivyIndex, reader: &IndexReader, fields: Fields) -> Result<Snapshot> {
+fn capture(
+    index: &TantivyIndex,
+    reader: &IndexReader,
+    fields: Fields,
+    dir: &Path,
+) -> Result<Snapshot> {
     for _ in 0..CAPTURE_TRIES {
         let metas = index.load_metas().map_err(index_error("read meta.json"))?;
         let searcher = reader.searcher();
@@ -753,6 +774,7 @@ fn capture(index: &TantivyIndex, reader: &IndexReader, fields: Fields) -> Result
                 searcher,
                 columns,
                 empty_fields: Arc::default(),
+                dir: Arc::from(dir),
                 fields,
                 generation: Generation(
                     metas
@@ -764,7 +786,7 @@ fn capture(index: &TantivyIndex, reader: &IndexReader, fields: Fields) -> Result
                 layout: ids::layout_key(&layout),
             });
         }
-        reader.reload().map_err(index_error("reload"))?;
+        panic_as_damage(|| reader.reload()).map_err(index_error("reload"))?;
     }
     Err(Error::Inconsistent(format!(
         "the index changed on every one of {CAPTURE_TRIES} reads while it was opened\nhint: try again when the ingest has finished"
@@ -785,7 +807,7 @@ impl Snapshot {
     /// Every chunk ID in the commit this snapshot holds, once per Tantivy document (so a
     /// duplicate shows up twice), sorted.
     pub fn chunk_ids(&self) -> Result<Vec<String>> {
-        chunk_ids_of(&self.searcher)
+        chunk_ids_of(&self.searcher, &self.dir)
     }
 
     /// The number of chunks in the commit this snapshot holds.
@@ -847,7 +869,8 @@ impl Snapshot {
             let columns = match slot.get() {
                 Some(columns) => columns,
                 None => {
-                    let opened = IdColumns::of(searcher.segment_reader(address.segment_ord))?;
+                    let opened =
+                        IdColumns::of(searcher.segment_reader(address.segment_ord), &self.dir)?;
                     slot.get_or_init(|| opened)
                 }
             };
@@ -968,9 +991,13 @@ struct IdColumns {
 }
 
 impl IdColumns {
-    fn of(segment: &tantivy::SegmentReader) -> Result<IdColumns> {
+    /// The ID columns of `segment`, of the index in `dir`: a column that cannot be read for
+    /// anything but the environment is a damaged index (`Error::IndexUnusable`).
+    fn of(segment: &tantivy::SegmentReader, dir: &Path) -> Result<IdColumns> {
         let fast = segment.fast_fields();
-        let column = |name: &str| fast.u64(name).map_err(index_error("read chunk ids"));
+        let column = |name: &str| {
+            panic_as_damage(|| fast.u64(name)).map_err(open_error(dir, "read the chunk ids of"))
+        };
         Ok(IdColumns {
             id: [
                 column(ID_COLUMNS[0])?,
@@ -997,10 +1024,10 @@ impl IdColumns {
 }
 
 /// Every chunk ID in a searcher's commit, once per Tantivy document, sorted.
-fn chunk_ids_of(searcher: &tantivy::Searcher) -> Result<Vec<String>> {
+fn chunk_ids_of(searcher: &tantivy::Searcher, dir: &Path) -> Result<Vec<String>> {
     let mut ids = Vec::with_capacity(searcher.num_docs() as usize);
     for segment in searcher.segment_readers() {
-        let columns = IdColumns::of(segment)?;
+        let columns = IdColumns::of(segment, dir)?;
         for doc in segment.doc_ids_alive() {
             ids.push(columns.id(doc)?.to_hex());
         }

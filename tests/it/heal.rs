@@ -60,6 +60,10 @@ fn damages() -> Vec<Damage> {
             }
             std::fs::write(&fast, bytes).expect("write .fast");
         }),
+        (
+            "a .fast file whose list of columns claims more bytes than the file",
+            claim_a_longer_column_list,
+        ),
         ("garbage in meta.json", |store| {
             std::fs::write(store.join("index/meta.json"), b"{ not json \x00\xff").expect("write");
         }),
@@ -75,6 +79,22 @@ fn damages() -> Vec<Damage> {
             record_no_analyzer_version,
         ),
     ]
+}
+
+/// Spoils the length of a `.fast` file's list of columns, so it reaches past the file's
+/// start. Tantivy asserts rather than fails on that (`FileSlice::split`): the damage that made
+/// every reader panic instead of naming the index. The file is Tantivy's footer (a JSON
+/// payload, its length as a u32, a magic u32) after the columnar file, which ends with the
+/// list's length (u64), the row count (u32) and an 8-byte version footer.
+fn claim_a_longer_column_list(store: &Path) {
+    let fast = segment_file(store, "fast");
+    let mut bytes = std::fs::read(&fast).expect("read .fast");
+    let len = bytes.len();
+    let payload = u32::from_le_bytes(bytes[len - 8..len - 4].try_into().expect("4 bytes")) as usize;
+    let columnar_end = len - 8 - payload;
+    let at = columnar_end - 8 - 4 - 8;
+    bytes[at..at + 8].copy_from_slice(&(len as u64 * 2).to_le_bytes());
+    std::fs::write(&fast, bytes).expect("write .fast");
 }
 
 /// The name the analyzer had before its version was recorded in the index.
