@@ -58,6 +58,10 @@ const SQLITE_ONLY_TABLES: &[(&str, &str)] = &[
     ),
     ("replica", "a replica's position in the shared log"),
     ("roots", "each store's root rows"),
+    (
+        "text_dictionaries",
+        "how each store compresses its copy of the chunk text (the shared ledger keeps it plain)",
+    ),
 ];
 const POSTGRES_ONLY_TABLES: &[(&str, &str)] = &[
     (

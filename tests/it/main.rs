@@ -78,6 +78,9 @@
 //!   lease's fence, one key, one audit row and one rate limit across hosts.
 //! - `ledger_schemas`: the SQLite and PostgreSQL ledgers hold the same columns in the tables
 //!   both hold, but for the differences named there.
+//! - `compressed_text`: chunk text stored compressed (one dictionary per store, trained with
+//!   the rows that first use it) is served byte for byte; plain rows of older stores stay
+//!   readable; a killed first batch leaves neither.
 //! - `replica_writes`: no command writes a replica's ledger but through its shared ledger
 //!   (`rebuild` with a damaged vector, `embed` without `--ledger`): no page of vectors skipped.
 //! - `agent_semantic`: `search_docs` by meaning over MCP and HTTP: `mode`, coverage, the model
@@ -150,6 +153,7 @@ mod ann;
 mod batches;
 mod cli;
 mod clients;
+mod compressed_text;
 mod config;
 mod cors;
 mod crash;

@@ -132,6 +132,7 @@ fn make_it_older(env: &Env, fresh: &str, stale: &str) {
 
 /// `make_it_older` on the ledger file at `path`.
 pub fn make_ledger_older(path: &std::path::Path, fresh: &str, stale: &str) {
+    crate::support::ledger::store_texts_plain(path);
     let ledger = rusqlite::Connection::open(path).expect("open ledger");
     let chunks: Vec<(Vec<u8>, String, String)> = ledger
         .prepare("SELECT chunk_id, heading, text FROM chunks")

@@ -98,6 +98,7 @@ fn a_closing_tag_is_served_with_the_block_it_closes() {
 /// recipe before version 1 made: `</details>` a chunk of its own, and no chunk for a file of a
 /// heading alone.
 fn make_it_older(store: &Path) {
+    crate::support::ledger::store_texts_plain(&store.join("ledger.sqlite"));
     let ledger = rusqlite::Connection::open(store.join("ledger.sqlite")).expect("open ledger");
     let doc_of = |path: &str| -> Vec<u8> {
         ledger

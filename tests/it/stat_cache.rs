@@ -126,6 +126,7 @@ fn a_store_of_the_previous_schema_is_upgraded_in_place() {
     // 3 added (front-matter fields, embedding models and vectors), and with the chunks in a
     // table keyed by their ID, as before version 4.
     let ledger_path = env.store.join("ledger.sqlite");
+    crate::support::ledger::store_texts_plain(&ledger_path);
     let ledger = rusqlite::Connection::open(&ledger_path).expect("open");
     ledger
         .execute_batch(

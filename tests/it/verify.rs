@@ -34,11 +34,25 @@ fn a_chunk_whose_text_was_altered_in_the_ledger_is_named() {
         .expect("an exported chunk ID")
         .as_bytes()
         .to_vec();
-    // White space alone: what a chunk ID of whitespace-folded text could not see.
+    // White space alone: what a chunk ID of whitespace-folded text could not see. The text
+    // is stored compressed; the altered one is written back as plain text, which the ledger
+    // reads too.
+    let text = ledger
+        .query_row(
+            "SELECT text FROM chunks WHERE chunk_id = ?1",
+            [&bytes],
+            |row| {
+                Ok(crate::support::ledger::stored_text(
+                    &ledger,
+                    row.get_ref(0)?,
+                ))
+            },
+        )
+        .expect("read the text");
     let altered = ledger
         .execute(
-            "UPDATE chunks SET text = replace(text, ' ', '  ') WHERE chunk_id = ?1",
-            [bytes],
+            "UPDATE chunks SET text = ?2 WHERE chunk_id = ?1",
+            rusqlite::params![bytes, text.replace(' ', "  ")],
         )
         .expect("alter the text");
     assert_eq!(altered, 1);

@@ -211,8 +211,8 @@ impl Ledger {
                 Ok(Passage {
                     ordinal: row.get(0)?,
                     chunk_id: chunk_id_column(row, 1)?,
-                    heading_path: decode_heading(&row.get::<_, String>(2)?),
-                    text: row.get(3)?,
+                    heading_path: decode_heading(&self.texts.column(&self.conn, row, 2)?),
+                    text: self.texts.column(&self.conn, row, 3)?,
                     lines: (row.get(4)?, row.get(5)?),
                     pages: match (row.get::<_, Option<u32>>(6)?, row.get::<_, Option<u32>>(7)?) {
                         (Some(first), Some(last)) => Some((first, last)),

@@ -11,6 +11,7 @@ mod keys;
 pub mod pool;
 mod replica;
 pub mod schema;
+mod texts;
 mod vectors;
 
 pub(crate) use keys::UnitCounts;
@@ -32,6 +33,7 @@ use crate::ids::{ChunkId, DocHash, Generation};
 use crate::stat::FileStat;
 
 use schema::SCHEMA_VERSION;
+use texts::{TextWriter, Texts};
 
 /// The SQLite ledger.
 pub struct Ledger {
@@ -46,6 +48,8 @@ pub struct Ledger {
     has_pages: bool,
     /// Whether its sources record the generation they hold their content from (schema 10).
     has_since: bool,
+    /// Reads the chunk text values, compressed or not (`texts`).
+    texts: Texts,
 }
 
 impl Ledger {
@@ -126,6 +130,12 @@ impl Ledger {
             // A writer's inserts land at random places in the ID indexes (IDs are hashes): a
             // page cache of 32 MiB rather than SQLite's 2 MiB keeps a batch's pages from being
             // spilled to the WAL and read back in the middle of its transaction.
+            if found == schema::Found::Empty {
+                // Only before its first table: a new ledger can give free pages back
+                // (`return_free_pages`).
+                conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL;")
+                    .map_err(sql_error("set pragmas"))?;
+            }
             conn.execute_batch(
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;
                  PRAGMA cache_size = -32768;",
@@ -147,6 +157,7 @@ impl Ledger {
             immutable,
             has_pages,
             has_since,
+            texts: Texts::default(),
         })
     }
 
@@ -302,7 +313,7 @@ impl Ledger {
     /// normalised text): its file is chunked again, and the document's chunks replaced
     /// (`BatchWriter::upsert`).
     pub(crate) fn chunks_outdated(&self, doc_hash: &DocHash, recipe_version: u32) -> Result<bool> {
-        chunks_outdated(&self.conn, doc_hash, recipe_version)
+        chunks_outdated(&self.conn, &self.texts, doc_hash, recipe_version)
     }
 
     /// What the documents that hold chunk `id` are called now (empty when none holds it).
@@ -332,7 +343,7 @@ impl Ledger {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql_error("begin batch"))?;
-        let outcome = write_batch(&tx, batch)?;
+        let outcome = write_batch(&tx, &self.texts, batch)?;
         crash_point("ledger.before_commit");
         tx.commit().map_err(sql_error("commit batch"))?;
         Ok(outcome)
@@ -358,8 +369,8 @@ impl Ledger {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql_error("begin batch"))?;
-        let outcome = write_batch(&tx, batch)?;
-        let changes = batch_changes(&tx, batch, &outcome)?;
+        let outcome = write_batch(&tx, &self.texts, batch)?;
+        let changes = batch_changes(&tx, &self.texts, batch, &outcome)?;
         if changes.is_empty() {
             crash_point("ledger.before_commit");
             tx.commit().map_err(sql_error("commit batch"))?;
@@ -371,8 +382,8 @@ impl Ledger {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql_error("begin batch"))?;
-        let outcome = write_batch(&tx, batch)?;
-        if batch_changes(&tx, batch, &outcome)? != changes {
+        let outcome = write_batch(&tx, &self.texts, batch)?;
+        if batch_changes(&tx, &self.texts, batch, &outcome)? != changes {
             return Err(Error::Inconsistent(
                 "the replica changed while its batch was published to the shared ledger; the next run pulls the batch from there".into(),
             ));
@@ -427,7 +438,10 @@ impl Ledger {
         for id in ids {
             let row = stmt
                 .query_row([id.as_bytes()], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                    Ok((
+                        self.texts.column(&self.conn, row, 0)?,
+                        self.texts.column(&self.conn, row, 1)?,
+                    ))
                 })
                 .optional()
                 .map_err(sql_error("read chunks"))?;
@@ -474,9 +488,15 @@ impl Ledger {
                 found.push(StoredChunk {
                     id: chunk_id_column(row, 0).map_err(sql_error("read chunks"))?,
                     heading_path: decode_heading(
-                        &row.get::<_, String>(1).map_err(sql_error("read chunks"))?,
+                        &self
+                            .texts
+                            .column(&self.conn, row, 1)
+                            .map_err(sql_error("read chunks"))?,
                     ),
-                    text: row.get(2).map_err(sql_error("read chunks"))?,
+                    text: self
+                        .texts
+                        .column(&self.conn, row, 2)
+                        .map_err(sql_error("read chunks"))?,
                 });
             }
         }
@@ -497,9 +517,15 @@ impl Ledger {
             let chunk = StoredChunk {
                 id: chunk_id_column(row, 0).map_err(sql_error("read chunks"))?,
                 heading_path: decode_heading(
-                    &row.get::<_, String>(1).map_err(sql_error("read chunks"))?,
+                    &self
+                        .texts
+                        .column(&self.conn, row, 1)
+                        .map_err(sql_error("read chunks"))?,
                 ),
-                text: row.get(2).map_err(sql_error("read chunks"))?,
+                text: self
+                    .texts
+                    .column(&self.conn, row, 2)
+                    .map_err(sql_error("read chunks"))?,
             };
             f(chunk)?;
         }
@@ -639,13 +665,17 @@ impl Ledger {
         report_json: &str,
         now_ms: i64,
     ) -> Result<()> {
-        self.conn
-            .execute(
-                "UPDATE runs SET finished_at = ?2, generation = ?3, report = ?4 WHERE run_id = ?1",
-                params![run_id, now_ms, generation.0 as i64, report_json],
-            )
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql_error("record run"))?;
-        Ok(())
+        tx.execute(
+            "UPDATE runs SET finished_at = ?2, generation = ?3, report = ?4 WHERE run_id = ?1",
+            params![run_id, now_ms, generation.0 as i64, report_json],
+        )
+        .map_err(sql_error("record run"))?;
+        return_free_pages(&tx)?;
+        tx.commit().map_err(sql_error("record run"))
     }
 
     /// One run's row, as recorded.
@@ -663,10 +693,41 @@ impl Ledger {
     }
 }
 
+/// Gives the file's free pages back to the file system, inside the caller's transaction (so at
+/// no commit of its own), when there are 16 or more and they are a 32nd of the file or more. A
+/// run's log rows are written with its chunks and deleted once the index has them: a cold
+/// ingest left 7 % of its ledger as free pages, which later runs would reuse but a new store
+/// should not carry. Only a ledger made with `auto_vacuum = INCREMENTAL` (every one made since
+/// schema 12) can give pages back; for the others the pragma does nothing.
+fn return_free_pages(conn: &Connection) -> Result<()> {
+    let context = "give free pages back";
+    let (free, total): (i64, i64) = conn
+        .query_row(
+            "SELECT f.freelist_count, p.page_count FROM pragma_freelist_count f, pragma_page_count p",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .map_err(sql_error(context))?;
+    if free < 16 || free * 32 < total {
+        return Ok(());
+    }
+    // Each step of the pragma frees one page: it is stepped to its end.
+    let mut stmt = conn
+        .prepare("PRAGMA incremental_vacuum")
+        .map_err(sql_error(context))?;
+    let mut rows = stmt.query([]).map_err(sql_error(context))?;
+    while rows.next().map_err(sql_error(context))?.is_some() {}
+    Ok(())
+}
+
 /// Writes one batch's rows in `tx` (which the caller commits or rolls back): its sources,
 /// documents and chunks, one `chunk_log` row per chunk added, removed or relabelled, and, when
 /// there are such rows, the next generation.
-fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<BatchOutcome> {
+fn write_batch(
+    tx: &rusqlite::Transaction<'_>,
+    texts: &Texts,
+    batch: &Batch,
+) -> Result<BatchOutcome> {
     let current: i64 = tx
         .query_row(
             "SELECT value FROM meta WHERE name = 'generation'",
@@ -677,8 +738,16 @@ fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<BatchOut
     let generation = current + 1;
     let mut outcome = BatchOutcome::default();
     {
+        let samples = batch
+            .upserts
+            .iter()
+            .filter_map(|upsert| upsert.document.as_ref())
+            .flat_map(|document| document.chunks.iter())
+            .map(|chunk| chunk.text.as_str());
         let mut writer = BatchWriter {
             tx,
+            texts,
+            text_writer: TextWriter::for_transaction(tx, samples)?,
             generation,
             outcome: &mut outcome,
             logged: HashSet::new(),
@@ -727,6 +796,7 @@ fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<BatchOut
 /// The change set of the batch `write_batch` just wrote in `tx`, for the shared ledger.
 fn batch_changes(
     tx: &rusqlite::Transaction<'_>,
+    texts: &Texts,
     batch: &Batch,
     outcome: &BatchOutcome,
 ) -> Result<ChangeSet> {
@@ -752,6 +822,7 @@ fn batch_changes(
         .collect();
     replica::collect_batch(
         tx,
+        texts,
         &root,
         &paths,
         Generation(reached as u64),
@@ -762,6 +833,9 @@ fn batch_changes(
 /// Writes one batch's rows inside its transaction.
 struct BatchWriter<'a> {
     tx: &'a rusqlite::Transaction<'a>,
+    /// Reads the chunk text the ledger holds; `text_writer` writes the batch's.
+    texts: &'a Texts,
+    text_writer: TextWriter,
     generation: i64,
     outcome: &'a mut BatchOutcome,
     /// The chunks this batch has logged so far.
@@ -840,7 +914,12 @@ impl BatchWriter<'_> {
             };
             self.insert_document(&upsert.doc_hash, document)?;
         } else if let Some(document) = &upsert.document {
-            if chunks_outdated(self.tx, &upsert.doc_hash, document.recipe_version)? {
+            if chunks_outdated(
+                self.tx,
+                self.texts,
+                &upsert.doc_hash,
+                document.recipe_version,
+            )? {
                 self.rechunk(&upsert.doc_hash, document)?;
             } else {
                 self.fill_fields(&upsert.doc_hash, document)?;
@@ -1036,11 +1115,13 @@ impl BatchWriter<'_> {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )
             .map_err(sql_error(context()))?;
+        let mut held_stmt = self
+            .tx
+            .prepare_cached("SELECT 1 FROM chunks WHERE chunk_id = ?1")
+            .map_err(sql_error(context()))?;
         let mut chunk_stmt = self
             .tx
-            .prepare_cached(
-                "INSERT OR IGNORE INTO chunks (chunk_id, heading, text) VALUES (?1, ?2, ?3)",
-            )
+            .prepare_cached("INSERT INTO chunks (chunk_id, heading, text) VALUES (?1, ?2, ?3)")
             .map_err(sql_error(context()))?;
         for chunk in &document.chunks {
             link_stmt
@@ -1054,14 +1135,20 @@ impl BatchWriter<'_> {
                     chunk.pages.map(|pages| pages.1)
                 ])
                 .map_err(sql_error(context()))?;
-            let inserted = chunk_stmt
-                .execute(params![
-                    chunk.id.as_bytes(),
-                    encode_heading(&chunk.heading_path),
-                    chunk.text
-                ])
+            // A chunk the ledger holds (another document's, or this one's further up) is not
+            // compressed again only to be ignored.
+            let held = held_stmt
+                .exists([chunk.id.as_bytes()])
                 .map_err(sql_error(context()))?;
-            if inserted == 1 {
+            if !held {
+                let heading = encode_heading(&chunk.heading_path);
+                chunk_stmt
+                    .execute(params![
+                        chunk.id.as_bytes(),
+                        self.text_writer.value(&heading)?,
+                        self.text_writer.value(&chunk.text)?
+                    ])
+                    .map_err(sql_error(context()))?;
                 self.log("add", &chunk.id)?;
                 self.outcome.chunks_added += 1;
             }
@@ -1336,7 +1423,12 @@ fn bad_blob(index: usize) -> rusqlite::Error {
 /// recipe, so the first tells for all. A document of an older recipe counts even without
 /// chunks (a newer recipe may find some: one of headings alone); one not in the ledger has
 /// nothing to make again.
-fn chunks_outdated(conn: &Connection, doc_hash: &DocHash, recipe_version: u32) -> Result<bool> {
+fn chunks_outdated(
+    conn: &Connection,
+    texts: &Texts,
+    doc_hash: &DocHash,
+    recipe_version: u32,
+) -> Result<bool> {
     let recorded: Option<u32> = conn
         .prepare_cached("SELECT recipe_version FROM documents WHERE doc_hash = ?1")
         .and_then(|mut stmt| {
@@ -1357,8 +1449,8 @@ fn chunks_outdated(conn: &Connection, doc_hash: &DocHash, recipe_version: u32) -
             stmt.query_row([doc_hash.as_bytes()], |row| {
                 Ok((
                     chunk_id_column(row, 0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
+                    texts.column(conn, row, 1)?,
+                    texts.column(conn, row, 2)?,
                 ))
             })
             .optional()

@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rusqlite::{OptionalExtension, Transaction, params};
 
+use super::texts::{TextWriter, Texts};
 use super::{Ledger, chunk_id_column, doc_hash_column, sql_error};
 use crate::error::Result;
 use crate::ids::{ChunkId, DocHash, Generation};
@@ -225,6 +226,7 @@ impl Ledger {
 /// documents they hold now, and of the chunks `tx` logged at `generation`.
 pub(crate) fn collect_batch(
     tx: &Transaction<'_>,
+    texts: &Texts,
     root: &str,
     paths: &BTreeSet<String>,
     generation: Generation,
@@ -272,7 +274,7 @@ pub(crate) fn collect_batch(
             .map_err(sql_error("read chunk log"))?;
         let ids: BTreeSet<ChunkId> = changes.log.iter().map(|row| row.chunk_id).collect();
         for id in ids {
-            if let Some(chunk) = read_chunk(tx, &id)? {
+            if let Some(chunk) = read_chunk(tx, texts, &id)? {
                 changes.chunks.push(chunk);
             }
         }
@@ -333,14 +335,14 @@ fn read_document(tx: &Transaction<'_>, doc_hash: &DocHash) -> Result<Option<Docu
     }))
 }
 
-fn read_chunk(tx: &Transaction<'_>, id: &ChunkId) -> Result<Option<ChunkRow>> {
+fn read_chunk(tx: &Transaction<'_>, texts: &Texts, id: &ChunkId) -> Result<Option<ChunkRow>> {
     tx.prepare_cached("SELECT heading, text FROM chunks WHERE chunk_id = ?1")
         .and_then(|mut stmt| {
             stmt.query_row([id.as_bytes()], |row| {
                 Ok(ChunkRow {
                     chunk_id: *id,
-                    heading: row.get(0)?,
-                    text: row.get(1)?,
+                    heading: texts.column(tx, row, 0)?,
+                    text: texts.column(tx, row, 1)?,
                 })
             })
             .optional()
@@ -448,6 +450,8 @@ fn release_documents(tx: &Transaction<'_>, old_docs: BTreeSet<DocHash>) -> Resul
 /// Writes each logged chunk the change set holds (when missing), deletes each other logged
 /// chunk no document references, and writes every chunk of a snapshot (which has no log rows).
 fn apply_chunks(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
+    let mut text_writer =
+        TextWriter::for_transaction(tx, changes.chunks.iter().map(|chunk| chunk.text.as_str()))?;
     let kept: BTreeMap<ChunkId, &ChunkRow> = changes
         .chunks
         .iter()
@@ -462,13 +466,7 @@ fn apply_chunks(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
                     .and_then(|mut stmt| stmt.exists([id.as_bytes()]))
                     .map_err(sql_error("read chunks"))?;
                 if !exists {
-                    tx.prepare_cached(
-                        "INSERT INTO chunks (chunk_id, heading, text) VALUES (?1, ?2, ?3)",
-                    )
-                    .and_then(|mut stmt| {
-                        stmt.execute(params![id.as_bytes(), chunk.heading, chunk.text])
-                    })
-                    .map_err(sql_error(format!("write chunk {id}")))?;
+                    write_chunk(tx, &mut text_writer, chunk)?;
                 }
             }
             None => {
@@ -484,20 +482,25 @@ fn apply_chunks(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
     // A snapshot carries every chunk without log rows.
     if changes.log.is_empty() {
         for chunk in &changes.chunks {
-            tx.prepare_cached(
-                "INSERT INTO chunks (chunk_id, heading, text) SELECT ?1, ?2, ?3
-                 WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunk_id = ?1)",
-            )
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    chunk.chunk_id.as_bytes(),
-                    chunk.heading,
-                    chunk.text
-                ])
-            })
-            .map_err(sql_error(format!("write chunk {}", chunk.chunk_id)))?;
+            let exists = tx
+                .prepare_cached("SELECT 1 FROM chunks WHERE chunk_id = ?1")
+                .and_then(|mut stmt| stmt.exists([chunk.chunk_id.as_bytes()]))
+                .map_err(sql_error("read chunks"))?;
+            if !exists {
+                write_chunk(tx, &mut text_writer, chunk)?;
+            }
         }
     }
+    Ok(())
+}
+
+/// Writes one chunk row the ledger does not hold, its text compressed as the ledger keeps it.
+fn write_chunk(tx: &Transaction<'_>, text_writer: &mut TextWriter, chunk: &ChunkRow) -> Result<()> {
+    let heading = text_writer.value(&chunk.heading)?;
+    let text = text_writer.value(&chunk.text)?;
+    tx.prepare_cached("INSERT INTO chunks (chunk_id, heading, text) VALUES (?1, ?2, ?3)")
+        .and_then(|mut stmt| stmt.execute(params![chunk.chunk_id.as_bytes(), heading, text]))
+        .map_err(sql_error(format!("write chunk {}", chunk.chunk_id)))?;
     Ok(())
 }
 

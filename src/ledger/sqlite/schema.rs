@@ -10,7 +10,7 @@ use super::sql_error;
 use crate::error::{Error, Result};
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// The oldest version this build opens: older stores are upgraded in place by a writer, and
 /// read as they are by a reader (no reader query depends on what the upgrades add).
@@ -33,7 +33,22 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (9, SCHEMA_V9),
     (10, SCHEMA_V10),
     (11, SCHEMA_V11),
+    (12, SCHEMA_V12),
 ];
+
+/// Version 12: chunk text may be stored compressed (`texts`): a `heading` or `text` value is
+/// then a BLOB, one byte naming its dictionary and a zstd frame, where before it was always
+/// TEXT. Rows from before stay as they are and are read as before; an older groundidx refuses
+/// the ledger (its version is newer), so no build misreads a compressed value as text.
+const SCHEMA_V12: &str = "
+CREATE TABLE IF NOT EXISTS text_dictionaries (
+    dict_id    INTEGER PRIMARY KEY CHECK (dict_id BETWEEN 1 AND 255),
+    dictionary BLOB NOT NULL
+);
+";
+
+#[cfg(test)]
+pub(crate) const SCHEMA_V12_FOR_TESTS: &str = SCHEMA_V12;
 
 /// Version 11: runs by the time they finished. Every search and `status` asks when the last
 /// ingest finished (`max(finished_at)`), and runs are never removed: without the index each of

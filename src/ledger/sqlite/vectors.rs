@@ -242,8 +242,8 @@ impl Ledger {
             .query_map(params![model.0.as_slice(), after, limit as i64], |row| {
                 Ok(StoredChunk {
                     id: chunk_id_column(row, 0)?,
-                    heading_path: decode_heading(&row.get::<_, String>(1)?),
-                    text: row.get(2)?,
+                    heading_path: decode_heading(&self.texts.column(&self.conn, row, 1)?),
+                    text: self.texts.column(&self.conn, row, 2)?,
                 })
             })
             .map_err(sql_error("read chunks without a vector"))?;

@@ -134,3 +134,63 @@ impl Drop for WriteLock {
         let _ = self.0.execute_batch("ROLLBACK");
     }
 }
+
+/// A chunk's `heading` or `text` value as the ledger stores it, read back independently of
+/// groundidx's own reader: TEXT as it is, or a BLOB of one byte naming the dictionary (0 for
+/// none, else a row of `text_dictionaries`) and a zstd frame without its magic number.
+pub fn stored_text(conn: &Connection, value: rusqlite::types::ValueRef<'_>) -> String {
+    use rusqlite::types::ValueRef;
+    match value {
+        ValueRef::Text(bytes) => String::from_utf8(bytes.to_vec()).expect("UTF-8 text"),
+        ValueRef::Blob(stored) => {
+            let (&dictionary, body) = stored.split_first().expect("a dictionary byte");
+            let mut frame = 0xFD2F_B528_u32.to_le_bytes().to_vec();
+            frame.extend_from_slice(body);
+            let bytes: Vec<u8> = if dictionary == 0 {
+                Vec::new()
+            } else {
+                conn.query_row(
+                    "SELECT dictionary FROM text_dictionaries WHERE dict_id = ?1",
+                    [dictionary],
+                    |row| row.get(0),
+                )
+                .expect("the dictionary a value names")
+            };
+            let mut decoder = zstd::bulk::Decompressor::with_dictionary(&bytes).expect("a decoder");
+            let text = decoder.decompress(&frame, 1 << 26).expect("a zstd frame");
+            String::from_utf8(text).expect("UTF-8 text")
+        }
+        other => panic!("a chunk text value of type {:?}", other.data_type()),
+    }
+}
+
+/// Rewrites every compressed chunk text of the ledger at `path` as plain TEXT and drops the
+/// dictionaries, as every ledger before schema 12 kept them: for tests that make an older
+/// ledger, or alter a chunk's text with SQL.
+pub fn store_texts_plain(path: &Path) {
+    let conn = Connection::open(path).expect("open the ledger");
+    let rows: Vec<(Vec<u8>, String, String)> = {
+        let mut stmt = conn
+            .prepare("SELECT chunk_id, heading, text FROM chunks")
+            .expect("prepare");
+        let rows = stmt
+            .query_map([], |row| {
+                Ok((
+                    row.get(0)?,
+                    stored_text(&conn, row.get_ref(1)?),
+                    stored_text(&conn, row.get_ref(2)?),
+                ))
+            })
+            .expect("query");
+        rows.collect::<Result<_, _>>().expect("read chunks")
+    };
+    for (id, heading, text) in rows {
+        conn.execute(
+            "UPDATE chunks SET heading = ?2, text = ?3 WHERE chunk_id = ?1",
+            rusqlite::params![id, heading, text],
+        )
+        .expect("store the text plain");
+    }
+    conn.execute_batch("DROP TABLE IF EXISTS text_dictionaries")
+        .expect("drop the dictionaries");
+}
