@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::extract;
 use crate::format::FormatSet;
 use crate::ids::{DocHash, Generation};
-use crate::ledger::{Batch, NewDocument, SourceUpsert};
+use crate::ledger::{Batch, Dictionary, NewDocument, PackedTexts, Packer, SourceUpsert};
 use crate::store::{Store, StoreConfig};
 use crate::walk::{Excludes, WalkedFile, Warning, WarningKind};
 
@@ -331,11 +331,64 @@ fn ingest_roots(
 /// A batch's files read, each with its chunks when it is text (in the order of the files).
 type Prepared = Vec<(ReadOutcome, Option<chunk::ChunkedDocument>)>;
 
+/// A batch ready to commit: its files read and chunked, each document's text compressed as
+/// the ledger stores it, and the dictionary it was compressed with.
+struct PreparedBatch {
+    files: Prepared,
+    packed: Vec<Option<PackedTexts>>,
+    dictionary: Option<Arc<Dictionary>>,
+}
+
 /// Reads, hashes and chunks a batch's files in parallel. A file whose content is what the
 /// ledger recorded for its path (touched, or read again by `--rehash`) is not chunked; any other
 /// text is, even one whose document the ledger may already have (a copy): asking the ledger
 /// would wait for the commit of the batch before.
+///
+/// The chunks' text is then compressed for the ledger here, on every core, rather than in the
+/// batch's transaction on the one thread that commits: with the ledger's `dictionary`, or when
+/// it has none yet, with one trained from this batch when it brings enough text (the batch's
+/// transaction writes it to the ledger).
 fn prepare_batch(
+    files: &[WalkedFile],
+    known: &KnownSources,
+    root_dir: Option<std::os::fd::BorrowedFd<'_>>,
+    config: &IngestConfig,
+    progress: &dyn Progress,
+    dictionary: Option<Arc<Dictionary>>,
+) -> PreparedBatch {
+    let files = read_and_chunk(files, known, root_dir, config, progress);
+    let documents = || files.iter().filter_map(|(_, chunked)| chunked.as_ref());
+    let dictionary = dictionary.or_else(|| {
+        Dictionary::train(
+            documents()
+                .flat_map(|document| document.chunks.iter())
+                .map(|chunk| chunk.text.as_str()),
+        )
+        .map(Arc::new)
+    });
+    // A document that cannot be packed here (it never happens but for a compressor that
+    // cannot start) is packed in the transaction, which reports the error.
+    let packed = files
+        .par_iter()
+        .map_init(
+            || Packer::new(dictionary.as_deref()).ok(),
+            |packer, (_, chunked)| match (packer, chunked) {
+                (Some(packer), Some(document)) => {
+                    PackedTexts::of(&document.chunks, packer, dictionary.as_ref()).ok()
+                }
+                _ => None,
+            },
+        )
+        .collect();
+    PreparedBatch {
+        files,
+        packed,
+        dictionary,
+    }
+}
+
+/// Reads, hashes and chunks a batch's files in parallel (`prepare_batch`).
+fn read_and_chunk(
     files: &[WalkedFile],
     known: &KnownSources,
     root_dir: Option<std::os::fd::BorrowedFd<'_>>,
@@ -407,7 +460,7 @@ fn commit_batch(
     plan: &RootPlan,
     root_id: crate::ledger::RootId,
     batch_files: &[WalkedFile],
-    prepared: Prepared,
+    prepared: PreparedBatch,
     config: &IngestConfig,
     report: &mut IngestReport,
     files: &mut Files,
@@ -417,7 +470,12 @@ fn commit_batch(
     let mut batch = Batch::new(root_id);
     // Documents the ledger does not have yet, each once.
     let mut chunking: HashSet<DocHash> = HashSet::new();
-    for (file, (outcome, chunked)) in batch_files.iter().zip(prepared) {
+    let PreparedBatch {
+        files: read,
+        packed,
+        ..
+    } = prepared;
+    for ((file, (outcome, chunked)), packed) in batch_files.iter().zip(read).zip(packed) {
         let (doc_hash, stat, recorded_ns, content) = match outcome {
             ReadOutcome::Text {
                 doc_hash,
@@ -461,16 +519,16 @@ fn commit_batch(
         }
         // Unchanged content was not chunked while it was read; a document without its fields
         // (a store of schema version 2) or with outdated chunks is chunked here, once.
-        let chunked = match chunked {
+        let (chunked, packed) = match chunked {
             None if chunk_again => match chunk_file(file, &content, config) {
-                Ok(document) => Some(document),
+                Ok(document) => (Some(document), None),
                 Err(warning) => {
                     // Its source and chunks stay as they were recorded.
                     report.warnings.push(warning);
                     continue;
                 }
             },
-            chunked => chunked,
+            chunked => (chunked, packed),
         };
         let document = match chunked {
             Some(document)
@@ -489,6 +547,7 @@ fn commit_batch(
                     fields: document.fields,
                     chunks: document.chunks,
                     recipe_version: document.recipe_version,
+                    packed,
                 })
             }
             _ => None,
@@ -566,16 +625,24 @@ fn run_root(
     // A pipeline of two stages: while one batch is committed (the ledger transaction on this
     // thread, the indexing in Tantivy's threads), the next is read and chunked (rayon).
     let known = &plan.known;
-    let prepare = |files: &[WalkedFile]| prepare_batch(files, known, root_dir, config, progress);
+    let prepare = |files: &[WalkedFile], dictionary| {
+        prepare_batch(files, known, root_dir, config, progress, dictionary)
+    };
+    // The ledger's dictionary, or the one the first batch with enough text trains.
+    let dictionary = match batches.is_empty() {
+        true => None,
+        false => store.ledger().text_dictionary()?,
+    };
     std::thread::scope(|scope| -> Result<()> {
-        let mut ready = batches.first().map(|files| prepare(files));
+        let mut ready = batches.first().map(|files| prepare(files, dictionary));
         for (i, batch_files) in batches.iter().enumerate() {
             let prepared = ready
                 .take()
                 .expect("each batch is prepared before its turn");
+            let dictionary = prepared.dictionary.clone();
             let next = batches
                 .get(i + 1)
-                .map(|files| scope.spawn(move || prepare(files)));
+                .map(|files| scope.spawn(move || prepare(files, dictionary)));
             commit_batch(
                 store,
                 &plan,

@@ -35,10 +35,11 @@ pub(crate) use changes::{
 pub use documents::path_glob;
 pub(crate) use documents::{DocumentEntry, Listing, Passage};
 pub(crate) use embeddings::{ModelRow, VectorCoverage, VectorGc, decode_vector, encode_vector};
-pub use sqlite::Ledger;
+pub(crate) use sqlite::Packer;
 pub(crate) use sqlite::on_read_only_mount;
 pub(crate) use sqlite::pool::{LedgerPool, PooledLedger, READ_CONNECTIONS};
 pub use sqlite::schema::SCHEMA_VERSION;
+pub use sqlite::{Dictionary, Ledger, PackedTexts};
 
 /// What a replica's batch calls to publish its change set to the shared ledger, before it
 /// commits; it returns the shared log position the change set took.
@@ -79,6 +80,9 @@ pub struct NewDocument {
     pub chunks: Vec<Chunk>,
     /// The version of the recipe that made the chunks (`chunk::recipe_version`).
     pub recipe_version: u32,
+    /// The chunks' text as the ledger stores it, compressed where the batch was chunked;
+    /// `None` to compress it in the batch's transaction.
+    pub packed: Option<PackedTexts>,
 }
 
 /// The most front-matter fields kept per document (the first, by key).

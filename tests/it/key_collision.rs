@@ -41,6 +41,7 @@ fn upsert(path: &str, seed: u8, id: ChunkId, text: &str) -> SourceUpsert {
                 pages: None,
             }],
             recipe_version: groundidx::chunk::CHUNKER_VERSION,
+            packed: None,
         }),
     }
 }

@@ -33,6 +33,8 @@ use crate::ids::{ChunkId, DocHash, Generation};
 use crate::stat::FileStat;
 
 use schema::SCHEMA_VERSION;
+pub(crate) use texts::Packer;
+pub use texts::{Dictionary, PackedTexts};
 use texts::{TextWriter, Texts};
 
 /// The SQLite ledger.
@@ -599,6 +601,11 @@ impl Ledger {
             .map_err(sql_error("read roots"))
     }
 
+    /// The dictionary the ledger compresses chunk text with, if it has one yet.
+    pub(crate) fn text_dictionary(&self) -> Result<Option<std::sync::Arc<Dictionary>>> {
+        Ok(Dictionary::of_ledger(&self.conn)?.map(std::sync::Arc::new))
+    }
+
     /// Counts for `status`.
     /// The number of chunks alone (what a no-op embedding run reports, without the other counts).
     pub fn chunk_count(&self) -> Result<u64> {
@@ -744,10 +751,16 @@ fn write_batch(
             .filter_map(|upsert| upsert.document.as_ref())
             .flat_map(|document| document.chunks.iter())
             .map(|chunk| chunk.text.as_str());
+        // A dictionary trained where the batch was chunked, if any.
+        let offered = batch
+            .upserts
+            .iter()
+            .filter_map(|upsert| upsert.document.as_ref()?.packed.as_ref()?.dictionary())
+            .next();
         let mut writer = BatchWriter {
             tx,
             texts,
-            text_writer: TextWriter::for_transaction(tx, samples)?,
+            text_writer: TextWriter::for_transaction(tx, offered, samples)?,
             generation,
             outcome: &mut outcome,
             logged: HashSet::new(),
@@ -1123,7 +1136,7 @@ impl BatchWriter<'_> {
             .tx
             .prepare_cached("INSERT INTO chunks (chunk_id, heading, text) VALUES (?1, ?2, ?3)")
             .map_err(sql_error(context()))?;
-        for chunk in &document.chunks {
+        for (index, chunk) in document.chunks.iter().enumerate() {
             link_stmt
                 .execute(params![
                     doc_hash.as_bytes(),
@@ -1142,12 +1155,20 @@ impl BatchWriter<'_> {
                 .map_err(sql_error(context()))?;
             if !held {
                 let heading = encode_heading(&chunk.heading_path);
-                chunk_stmt
-                    .execute(params![
-                        chunk.id.as_bytes(),
+                let [heading_value, text_value] = match self.text_writer.packed(
+                    document.packed.as_ref(),
+                    index,
+                    &heading,
+                    &chunk.text,
+                ) {
+                    Some(values) => values,
+                    None => [
                         self.text_writer.value(&heading)?,
-                        self.text_writer.value(&chunk.text)?
-                    ])
+                        self.text_writer.value(&chunk.text)?,
+                    ],
+                };
+                chunk_stmt
+                    .execute(params![chunk.id.as_bytes(), heading_value, text_value])
                     .map_err(sql_error(context()))?;
                 self.log("add", &chunk.id)?;
                 self.outcome.chunks_added += 1;

@@ -450,8 +450,11 @@ fn release_documents(tx: &Transaction<'_>, old_docs: BTreeSet<DocHash>) -> Resul
 /// Writes each logged chunk the change set holds (when missing), deletes each other logged
 /// chunk no document references, and writes every chunk of a snapshot (which has no log rows).
 fn apply_chunks(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
-    let mut text_writer =
-        TextWriter::for_transaction(tx, changes.chunks.iter().map(|chunk| chunk.text.as_str()))?;
+    let mut text_writer = TextWriter::for_transaction(
+        tx,
+        None,
+        changes.chunks.iter().map(|chunk| chunk.text.as_str()),
+    )?;
     let kept: BTreeMap<ChunkId, &ChunkRow> = changes
         .chunks
         .iter()

@@ -16,11 +16,13 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rusqlite::types::{ToSqlOutput, Type, ValueRef};
 use rusqlite::{Connection, OptionalExtension};
 
 use super::sql_error;
+use crate::chunk::Chunk;
 use crate::error::{Error, Result};
 
 /// A batch trains the ledger's dictionary when it brings at least this many bytes of text.
@@ -103,71 +105,126 @@ impl Texts {
     }
 }
 
-/// Writes text values for one transaction, with the ledger's dictionary when it has one.
-pub(crate) struct TextWriter {
-    dictionary: u8,
-    compressor: zstd::bulk::Compressor<'static>,
+/// A dictionary chunk text is compressed with: its number in the ledger, and its bytes.
+pub struct Dictionary {
+    id: u8,
+    bytes: Vec<u8>,
+    encoder: zstd::dict::EncoderDictionary<'static>,
 }
 
-impl TextWriter {
-    /// The writer for a transaction that is about to write the texts `samples` gives. A
-    /// ledger without a dictionary gets one here, trained from those texts, when they are
-    /// enough (`TRAIN_FROM_BYTES`); it is written in the same transaction as the rows that use it.
-    pub(crate) fn for_transaction<'t>(
-        tx: &Connection,
-        samples: impl Iterator<Item = &'t str> + Clone,
-    ) -> Result<TextWriter> {
-        let context = "prepare the chunk text dictionary";
-        if let Some((id, bytes)) = current_dictionary(tx)? {
-            return TextWriter::with(id, &bytes);
-        }
+impl Dictionary {
+    fn new(id: u8, bytes: Vec<u8>) -> std::io::Result<Dictionary> {
+        let encoder = zstd::dict::EncoderDictionary::try_copy(&bytes, LEVEL)?;
+        Ok(Dictionary { id, bytes, encoder })
+    }
+
+    /// A dictionary trained from `samples` (the texts of a batch) when they are enough to
+    /// train one: `TRAIN_FROM_BYTES` and `TRAIN_FROM_VALUES`. It is the ledger's first (a
+    /// ledger has at most one).
+    pub(crate) fn train<'t>(samples: impl Iterator<Item = &'t str> + Clone) -> Option<Dictionary> {
         let total: usize = samples.clone().map(str::len).sum();
-        let count = samples.clone().count();
-        if total < TRAIN_FROM_BYTES || count < TRAIN_FROM_VALUES {
-            return TextWriter::with(0, &[]);
+        if total < TRAIN_FROM_BYTES || samples.clone().count() < TRAIN_FROM_VALUES {
+            return None;
         }
         // Every k-th value, so that the sample spans the whole batch (its files are in path
         // order: the first ones alone may all be one folder's).
         let step = total.div_ceil(TRAIN_FROM_BYTES);
         let picked: Vec<&[u8]> = samples.step_by(step).map(str::as_bytes).collect();
-        let trained = match zstd::dict::from_samples(&picked, DICTIONARY_BYTES) {
-            Ok(trained) => trained,
-            // Too few distinct samples to train on: this batch is written without, and the
-            // next large one tries again.
+        match zstd::dict::from_samples(&picked, DICTIONARY_BYTES)
+            .and_then(|bytes| Dictionary::new(1, bytes))
+        {
+            Ok(dictionary) => Some(dictionary),
+            // Too few distinct samples: this batch is written without, and the next large
+            // one tries again.
             Err(err) => {
                 tracing::debug!("no chunk text dictionary trained this time: {err}");
-                return TextWriter::with(0, &[]);
+                None
             }
-        };
-        let id: u8 = 1;
-        tx.prepare_cached("INSERT INTO text_dictionaries (dict_id, dictionary) VALUES (?1, ?2)")
-            .and_then(|mut stmt| stmt.execute(rusqlite::params![id, trained]))
-            .map_err(sql_error(context))?;
-        TextWriter::with(id, &trained)
+        }
     }
 
-    fn with(dictionary: u8, bytes: &[u8]) -> Result<TextWriter> {
-        let mut compressor = zstd::bulk::Compressor::with_dictionary(LEVEL, bytes)
-            .and_then(|mut compressor| {
-                use zstd::zstd_safe::CParameter;
-                compressor.set_parameter(CParameter::ChecksumFlag(false))?;
-                compressor.set_parameter(CParameter::ContentSizeFlag(true))?;
-                compressor.set_parameter(CParameter::DictIdFlag(false))?;
-                Ok(compressor)
+    /// The ledger's dictionary, if it has one.
+    pub(crate) fn of_ledger(conn: &Connection) -> Result<Option<Dictionary>> {
+        conn.prepare_cached(
+            "SELECT dict_id, dictionary FROM text_dictionaries ORDER BY dict_id LIMIT 1",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()
+        })
+        .map_err(sql_error("read the chunk text dictionary"))?
+        .map(|(id, bytes)| {
+            Dictionary::new(id, bytes).map_err(|err| {
+                Error::Inconsistent(format!(
+                    "the ledger's chunk text dictionary {id} cannot be loaded ({err}); copy the \
+                     store from a backup, or ingest into a new store"
+                ))
             })
+        })
+        .transpose()
+    }
+
+    fn is(&self, other: &Dictionary) -> bool {
+        self.id == other.id && self.bytes == other.bytes
+    }
+}
+
+impl PartialEq for Dictionary {
+    fn eq(&self, other: &Dictionary) -> bool {
+        self.is(other)
+    }
+}
+
+impl Eq for Dictionary {}
+
+impl std::fmt::Debug for Dictionary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Dictionary({}, {} bytes)", self.id, self.bytes.len())
+    }
+}
+
+/// Compresses text values with one dictionary, or none: one per thread.
+pub(crate) struct Packer<'d> {
+    dictionary: u8,
+    compressor: zstd::bulk::Compressor<'d>,
+}
+
+impl<'d> Packer<'d> {
+    /// A packer that shares the dictionary's prepared tables (for the threads of a batch).
+    pub(crate) fn new(dictionary: Option<&'d Dictionary>) -> Result<Packer<'d>> {
+        let compressor = match dictionary {
+            Some(dictionary) => {
+                zstd::bulk::Compressor::with_prepared_dictionary(&dictionary.encoder)
+            }
+            None => zstd::bulk::Compressor::new(LEVEL),
+        };
+        Packer::with(dictionary.map_or(0, |dictionary| dictionary.id), compressor)
+    }
+
+    fn with(
+        dictionary: u8,
+        compressor: std::io::Result<zstd::bulk::Compressor<'d>>,
+    ) -> Result<Packer<'d>> {
+        let started = compressor.and_then(|mut compressor| {
+            use zstd::zstd_safe::CParameter;
+            compressor.set_parameter(CParameter::ChecksumFlag(false))?;
+            compressor.set_parameter(CParameter::ContentSizeFlag(true))?;
+            compressor.set_parameter(CParameter::DictIdFlag(false))?;
+            // Touched once, so that a compressor that cannot work fails here.
+            compressor.compress(b"")?;
+            Ok(compressor)
+        });
+        let compressor = started
             .map_err(|err| Error::Inconsistent(format!("start the text compressor: {err}")))?;
-        // Touch the context once, so that a compressor that cannot work fails here.
-        compressor
-            .compress(b"")
-            .map_err(|err| Error::Inconsistent(format!("start the text compressor: {err}")))?;
-        Ok(TextWriter {
+        Ok(Packer {
             dictionary,
             compressor,
         })
     }
 
-    /// The value to store for `text`: compressed when that is smaller, else the text itself.
-    pub(crate) fn value<'a>(&mut self, text: &'a str) -> Result<ToSqlOutput<'a>> {
+    /// The BLOB to store for `text`, or `None` when compression would not shrink it (the
+    /// text itself is stored).
+    pub(crate) fn pack(&mut self, text: &str) -> Result<Option<Vec<u8>>> {
         let frame = self
             .compressor
             .compress(text.as_bytes())
@@ -175,25 +232,135 @@ impl TextWriter {
         debug_assert_eq!(frame[..MAGIC.len()], MAGIC);
         let stored_len = 1 + frame.len() - MAGIC.len();
         if stored_len >= text.len() {
-            return Ok(ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())));
+            return Ok(None);
         }
         let mut stored = Vec::with_capacity(stored_len);
         stored.push(self.dictionary);
         stored.extend_from_slice(&frame[MAGIC.len()..]);
-        Ok(ToSqlOutput::Owned(rusqlite::types::Value::Blob(stored)))
+        Ok(Some(stored))
     }
 }
 
-/// The ledger's dictionary, if it has one (a ledger has at most one).
-fn current_dictionary(conn: &Connection) -> Result<Option<(u8, Vec<u8>)>> {
-    conn.prepare_cached(
-        "SELECT dict_id, dictionary FROM text_dictionaries ORDER BY dict_id LIMIT 1",
-    )
-    .and_then(|mut stmt| {
-        stmt.query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
-            .optional()
-    })
-    .map_err(sql_error("read the chunk text dictionary"))
+/// A document's chunk text values compressed before its batch's transaction (by the stage
+/// that chunks a batch, on every core), with the dictionary they were compressed with: for
+/// each chunk in order, its heading's and its text's (`None`: stored as it is).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackedTexts {
+    dictionary: Option<Arc<Dictionary>>,
+    values: Vec<[Option<Vec<u8>>; 2]>,
+}
+
+impl PackedTexts {
+    /// The dictionary the values were compressed with.
+    pub(crate) fn dictionary(&self) -> Option<&Arc<Dictionary>> {
+        self.dictionary.as_ref()
+    }
+
+    /// Packs the heading and text of each of `chunks` with `packer`, which compresses with
+    /// `dictionary`.
+    pub(crate) fn of(
+        chunks: &[Chunk],
+        packer: &mut Packer<'_>,
+        dictionary: Option<&Arc<Dictionary>>,
+    ) -> Result<PackedTexts> {
+        debug_assert_eq!(
+            packer.dictionary,
+            dictionary.map_or(0, |dictionary| dictionary.id)
+        );
+        let values = chunks
+            .iter()
+            .map(|chunk| {
+                let heading = super::encode_heading(&chunk.heading_path);
+                Ok([packer.pack(&heading)?, packer.pack(&chunk.text)?])
+            })
+            .collect::<Result<_>>()?;
+        Ok(PackedTexts {
+            dictionary: dictionary.cloned(),
+            values,
+        })
+    }
+}
+
+/// Writes the text values of one transaction, with the ledger's dictionary when it has one.
+pub(crate) struct TextWriter {
+    dictionary: Option<Arc<Dictionary>>,
+    packer: Packer<'static>,
+}
+
+impl TextWriter {
+    /// The writer for a transaction about to write the texts `samples` gives. A ledger
+    /// without a dictionary gets one here, written in this transaction: `offered` (trained
+    /// where the batch was chunked) or, without it, one trained from `samples` when they are
+    /// enough.
+    pub(crate) fn for_transaction<'t>(
+        tx: &Connection,
+        offered: Option<&Arc<Dictionary>>,
+        samples: impl Iterator<Item = &'t str> + Clone,
+    ) -> Result<TextWriter> {
+        let dictionary = match Dictionary::of_ledger(tx)? {
+            Some(held) => Some(match offered {
+                Some(offered) if offered.is(&held) => Arc::clone(offered),
+                _ => Arc::new(held),
+            }),
+            None => {
+                let new = match offered {
+                    Some(offered) => Some(Arc::clone(offered)),
+                    None => Dictionary::train(samples).map(Arc::new),
+                };
+                if let Some(new) = &new {
+                    tx.prepare_cached(
+                        "INSERT INTO text_dictionaries (dict_id, dictionary) VALUES (?1, ?2)",
+                    )
+                    .and_then(|mut stmt| stmt.execute(rusqlite::params![new.id, new.bytes]))
+                    .map_err(sql_error("write the chunk text dictionary"))?;
+                }
+                new
+            }
+        };
+        let packer = match &dictionary {
+            // Its own copy of the tables: the writer outlives no borrow.
+            Some(dictionary) => Packer::with(
+                dictionary.id,
+                zstd::bulk::Compressor::with_dictionary(LEVEL, &dictionary.bytes),
+            )?,
+            None => Packer::new(None)?,
+        };
+        Ok(TextWriter { dictionary, packer })
+    }
+
+    /// The value to store for `text`: compressed when that is smaller, else the text itself.
+    pub(crate) fn value<'a>(&mut self, text: &'a str) -> Result<ToSqlOutput<'a>> {
+        Ok(match self.packer.pack(text)? {
+            Some(blob) => ToSqlOutput::Owned(rusqlite::types::Value::Blob(blob)),
+            None => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
+        })
+    }
+
+    /// The values `packed` holds for chunk `ordinal` (heading, text), when they were
+    /// compressed with this transaction's dictionary; `None` when they must be packed here.
+    pub(crate) fn packed<'a>(
+        &self,
+        packed: Option<&'a PackedTexts>,
+        ordinal: usize,
+        heading: &'a str,
+        text: &'a str,
+    ) -> Option<[ToSqlOutput<'a>; 2]> {
+        let packed = packed?;
+        let same = match (&packed.dictionary, &self.dictionary) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a.is(b),
+            _ => false,
+        };
+        if !same {
+            return None;
+        }
+        let [heading_value, text_value] = packed.values.get(ordinal)?;
+        let value = |blob: &'a Option<Vec<u8>>, text: &'a str| match blob {
+            Some(blob) => ToSqlOutput::Borrowed(ValueRef::Blob(blob)),
+            None => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
+        };
+        Some([value(heading_value, heading), value(text_value, text)])
+    }
 }
 
 fn load_dictionary(conn: &Connection, id: u8) -> Result<Option<Vec<u8>>> {
@@ -207,7 +374,10 @@ mod tests {
     use rusqlite::Connection;
     use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 
-    use super::{MAGIC, TRAIN_FROM_BYTES, TextWriter, Texts};
+    use std::sync::Arc;
+
+    use super::{Dictionary, MAGIC, PackedTexts, Packer, TRAIN_FROM_BYTES, TextWriter, Texts};
+    use crate::chunk::Chunk;
 
     /// A connection with the one table the codec uses.
     fn ledger() -> Connection {
@@ -279,9 +449,10 @@ mod tests {
         let conn = ledger();
         let values = passages(50, 1);
         let mut writer =
-            TextWriter::for_transaction(&conn, values.iter().map(String::as_str)).expect("writer");
+            TextWriter::for_transaction(&conn, None, values.iter().map(String::as_str))
+                .expect("writer");
         // 50 passages are too few to train on: no dictionary.
-        assert_eq!(writer.dictionary, 0);
+        assert!(writer.dictionary.is_none());
         let stored = writer.value(&values[0]).expect("encode");
         let ToSqlOutput::Owned(Value::Blob(blob)) = stored else {
             panic!("a passage was not compressed: {stored:?}");
@@ -294,7 +465,8 @@ mod tests {
     #[test]
     fn a_value_compression_would_not_shrink_stays_text() {
         let conn = ledger();
-        let mut writer = TextWriter::for_transaction(&conn, std::iter::empty()).expect("writer");
+        let mut writer =
+            TextWriter::for_transaction(&conn, None, std::iter::empty()).expect("writer");
         for short in ["", "[]", "[\"Usage\"]", "é", "xyzzy"] {
             let stored = writer.value(short).expect("encode");
             assert_eq!(
@@ -320,14 +492,15 @@ mod tests {
         // Rolled back, the dictionary goes with the rows.
         {
             let tx = conn.transaction().expect("begin");
-            TextWriter::for_transaction(&tx, values.iter().map(String::as_str)).expect("writer");
+            TextWriter::for_transaction(&tx, None, values.iter().map(String::as_str))
+                .expect("writer");
             assert_eq!(count(&tx), 1);
         }
         assert_eq!(count(&conn), 0, "a rolled back dictionary stayed");
         let tx = conn.transaction().expect("begin");
-        let mut writer =
-            TextWriter::for_transaction(&tx, values.iter().map(String::as_str)).expect("writer");
-        assert_eq!(writer.dictionary, 1);
+        let mut writer = TextWriter::for_transaction(&tx, None, values.iter().map(String::as_str))
+            .expect("writer");
+        assert_eq!(writer.dictionary.as_ref().map(|d| d.id), Some(1));
         let with_dictionary = round_trip(&tx, &mut writer, &values);
         tx.commit().expect("commit");
         assert_eq!(with_dictionary, values);
@@ -341,7 +514,9 @@ mod tests {
                 })
                 .sum()
         };
-        let plain = sizes(&mut TextWriter::with(0, &[]).expect("writer"));
+        let plain = sizes(
+            &mut TextWriter::for_transaction(&ledger(), None, std::iter::empty()).expect("writer"),
+        );
         let trained = sizes(&mut writer);
         assert!(
             trained * 5 < plain * 4,
@@ -349,9 +524,9 @@ mod tests {
         );
         // A later batch uses the dictionary the ledger has, and never trains another.
         let later =
-            TextWriter::for_transaction(&conn, passages(1500, 3).iter().map(String::as_str))
+            TextWriter::for_transaction(&conn, None, passages(1500, 3).iter().map(String::as_str))
                 .expect("writer");
-        assert_eq!(later.dictionary, 1);
+        assert_eq!(later.dictionary.as_ref().map(|d| d.id), Some(1));
         assert_eq!(count(&conn), 1);
     }
 
@@ -359,7 +534,8 @@ mod tests {
     fn a_damaged_value_is_an_error_never_a_panic() {
         let conn = ledger();
         let values = passages(3, 4);
-        let mut writer = TextWriter::for_transaction(&conn, std::iter::empty()).expect("writer");
+        let mut writer =
+            TextWriter::for_transaction(&conn, None, std::iter::empty()).expect("writer");
         let ToSqlOutput::Owned(Value::Blob(good)) = writer.value(&values[2]).expect("encode")
         else {
             panic!("not compressed");
@@ -396,6 +572,92 @@ mod tests {
         }
         for blob in &damaged[..5] {
             assert!(read(blob).is_err(), "{blob:?} was read");
+        }
+    }
+
+    fn chunks(texts: &[String]) -> Vec<Chunk> {
+        texts
+            .iter()
+            .enumerate()
+            .map(|(ordinal, text)| Chunk {
+                id: crate::ids::chunk_id(&["Guide".to_string()], text),
+                heading_path: vec!["Guide".to_string(), format!("Part {ordinal}")],
+                text: text.clone(),
+                lines: (1, 1),
+                ordinal: ordinal as u32,
+                pages: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn values_packed_ahead_are_used_only_with_the_ledgers_own_dictionary() {
+        let conn = ledger();
+        let trained = |seed| {
+            let texts = passages(1500, seed);
+            Arc::new(Dictionary::train(texts.iter().map(String::as_str)).expect("trained"))
+        };
+        let (ours, other) = (trained(5), trained(6));
+        assert!(!ours.is(&other), "two samples trained the same dictionary");
+        let texts = passages(4, 7);
+        let chunks = chunks(&texts);
+        let pack = |dictionary: Option<&Arc<Dictionary>>| {
+            let mut packer = Packer::new(dictionary.map(|d| &**d)).expect("packer");
+            PackedTexts::of(&chunks, &mut packer, dictionary).expect("packed")
+        };
+        // The first batch offers the dictionary it was packed with: the ledger takes it.
+        let writer =
+            TextWriter::for_transaction(&conn, Some(&ours), std::iter::empty()).expect("writer");
+        let heading = "[\"Guide\",\"Part 1\"]";
+        let with_ours = pack(Some(&ours));
+        let [_, text] = writer
+            .packed(Some(&with_ours), 1, heading, &texts[1])
+            .expect("values packed with the ledger's dictionary are used");
+        assert_eq!(
+            text,
+            rusqlite::types::ToSqlOutput::Borrowed(ValueRef::Blob(
+                with_ours.values[1][1].as_deref().expect("compressed"),
+            ))
+        );
+        // Values packed with another dictionary, or none, are packed again.
+        let writer =
+            TextWriter::for_transaction(&conn, Some(&other), std::iter::empty()).expect("writer");
+        assert!(writer.dictionary.as_ref().is_some_and(|d| d.is(&ours)));
+        assert!(
+            writer
+                .packed(Some(&pack(Some(&other))), 1, heading, &texts[1])
+                .is_none()
+        );
+        assert!(
+            writer
+                .packed(Some(&pack(None)), 1, heading, &texts[1])
+                .is_none()
+        );
+        assert!(
+            writer
+                .packed(Some(&with_ours), 9, heading, &texts[1])
+                .is_none()
+        );
+        // Whichever packed them, the values read back as the text.
+        let texts_reader = Texts::default();
+        for (ordinal, [stored_heading, stored_text]) in with_ours.values.iter().enumerate() {
+            for (value, expected) in [
+                (
+                    stored_heading,
+                    super::super::encode_heading(&chunks[ordinal].heading_path),
+                ),
+                (stored_text, texts[ordinal].clone()),
+            ] {
+                let read = match value {
+                    Some(blob) => conn
+                        .query_row("SELECT ?1", [blob], |row| {
+                            texts_reader.column(&conn, row, 0)
+                        })
+                        .expect("decode"),
+                    None => expected.clone(),
+                };
+                assert_eq!(read, expected);
+            }
         }
     }
 }
