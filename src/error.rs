@@ -129,6 +129,12 @@ pub enum Error {
     /// The ledger and the index disagree in a way a replay cannot heal.
     #[error("store is inconsistent: {0}\nhint: run `groundidx rebuild`")]
     Inconsistent(String),
+
+    /// The ledger itself is damaged: the index cannot be made again from it.
+    #[error(
+        "the ledger is damaged: {0}\nhint: copy the store from a backup, or ingest into a new store (`groundidx rebuild` makes the index again, not the ledger)"
+    )]
+    LedgerDamaged(String),
 }
 
 impl Error {

@@ -639,7 +639,15 @@ fn run_root(
             let prepared = ready
                 .take()
                 .expect("each batch is prepared before its turn");
-            let dictionary = prepared.dictionary.clone();
+            // The next batch packs with the ledger's dictionary when it has one (another run
+            // may have written it first), else with the one this batch trained, if any.
+            let dictionary = match (store.ledger().text_dictionary()?, &prepared.dictionary) {
+                (Some(held), Some(ours)) if held.as_ref() == ours.as_ref() => {
+                    Some(Arc::clone(ours))
+                }
+                (Some(held), _) => Some(held),
+                (None, ours) => ours.clone(),
+            };
             let next = batches
                 .get(i + 1)
                 .map(|files| scope.spawn(move || prepare(files, dictionary)));

@@ -1,7 +1,9 @@
 //! The ledger keeps chunk text compressed (schema 12), and every reader serves it byte for
 //! byte: a store large enough trains its dictionary once, in the transaction of the rows that
-//! first use it; a store of an older schema keeps its plain rows beside new compressed ones;
-//! a killed first batch leaves no dictionary without rows, nor rows without their dictionary.
+//! first use it (a batch of a few very large passages too); a store of an older schema keeps
+//! its plain rows beside new compressed ones; a killed first batch leaves no dictionary
+//! without rows, nor rows without their dictionary; a store whose dictionary is gone is
+//! refused, never given another that would decode its rows into other text.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -237,4 +239,70 @@ fn a_first_batch_killed_before_its_commit_leaves_neither_dictionary_nor_rows() {
     assert_eq!(dictionaries(&conn), 1);
     assert_served_exactly(&env);
     assert_eq!(env.export(), crate::support::clean_export(&env.docs));
+}
+
+#[test]
+fn a_store_whose_dictionary_is_gone_is_refused_never_given_another() {
+    let env = Env::empty();
+    write_pages(&env, 400);
+    env.ingest();
+    let hit = env.search("rotate the signing key", 1)["hits"][0]["chunk_id"]
+        .as_str()
+        .expect("a hit")
+        .to_string();
+    ledger_of(&env)
+        .execute("DELETE FROM text_dictionaries", [])
+        .expect("delete the dictionary");
+    // Readers say the text is damaged.
+    let search = env.run(&["search", "rotate the signing key", "--json"]);
+    assert!(!search.status.success());
+    let stderr = String::from_utf8_lossy(&search.stderr);
+    assert!(stderr.contains("stored chunk text is damaged"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // A writer with new text to store refuses, rather than train a new dictionary 1 that
+    // would decode the old rows into other text.
+    write_pages(&env, 800);
+    let ingest = env.run(&["ingest", env.docs.to_str().expect("utf-8"), "--json"]);
+    assert!(!ingest.status.success());
+    let stderr = String::from_utf8_lossy(&ingest.stderr);
+    assert!(
+        stderr.contains("the ledger is damaged: its chunk text dictionary 1 is missing"),
+        "{stderr}"
+    );
+    assert_eq!(dictionaries(&ledger_of(&env)), 0);
+    assert!(!hit.is_empty());
+}
+
+#[test]
+fn a_batch_of_a_few_very_large_passages_trains_a_dictionary_too() {
+    let env = Env::empty();
+    // 200 files of about 60 KB, each one passage at this chunk size: 12 MB in 200 values.
+    let words = [
+        "rotate", "the", "signing", "key", "shard", "replica", "café", "ledger",
+    ];
+    for file in 0..200usize {
+        let mut page = format!("# Large page {file}\n\n");
+        let mut n = file;
+        while page.len() < 60_000 {
+            n = n.wrapping_mul(2_654_435_761).wrapping_add(file) % 1_000_003;
+            page.push_str(words[n % words.len()]);
+            page.push(' ');
+        }
+        env.write(&format!("large/page-{file}.md"), &page);
+    }
+    let output = env.run(&[
+        "ingest",
+        env.docs.to_str().expect("utf-8"),
+        "--json",
+        "--chunk-size",
+        "100000",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let conn = ledger_of(&env);
+    assert_eq!(dictionaries(&conn), 1);
+    assert_served_exactly(&env);
 }

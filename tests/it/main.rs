@@ -80,7 +80,7 @@
 //!   both hold, but for the differences named there.
 //! - `compressed_text`: chunk text stored compressed (one dictionary per store, trained with
 //!   the rows that first use it) is served byte for byte; plain rows of older stores stay
-//!   readable; a killed first batch leaves neither.
+//!   readable; a killed first batch leaves neither; a lost dictionary is refused.
 //! - `replica_writes`: no command writes a replica's ledger but through its shared ledger
 //!   (`rebuild` with a damaged vector, `embed` without `--ledger`): no page of vectors skipped.
 //! - `agent_semantic`: `search_docs` by meaning over MCP and HTTP: `mode`, coverage, the model

@@ -40,6 +40,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
 /// then a BLOB, one byte naming its dictionary and a zstd frame, where before it was always
 /// TEXT. Rows from before stay as they are and are read as before; an older groundidx refuses
 /// the ledger (its version is newer), so no build misreads a compressed value as text.
+/// `meta.text_dictionary`, written with the dictionary, names it (`texts::Dictionary::of_ledger`).
 const SCHEMA_V12: &str = "
 CREATE TABLE IF NOT EXISTS text_dictionaries (
     dict_id    INTEGER PRIMARY KEY CHECK (dict_id BETWEEN 1 AND 255),

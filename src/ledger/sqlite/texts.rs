@@ -9,10 +9,12 @@
 //! A value of `chunks.heading` or `chunks.text` is either TEXT, kept as it is (every row of
 //! a ledger before schema 12, and any value that compression would not shrink), or a BLOB:
 //! one byte naming the dictionary (0 for none), then a zstd frame without its 4-byte magic
-//! number, with the content size in its header. SQLite keeps each value's type, so the two
-//! are told apart without a flag. A dictionary is never changed or removed once written
-//! (`text_dictionaries`), and it is written in the transaction of the first rows that use it,
-//! so every reader that sees such a row sees its dictionary.
+//! number, with the content size in its header and its checksum (a damaged value is an
+//! error, never other text). SQLite keeps each value's type, so the two are told apart without
+//! a flag. A dictionary is never changed or removed once written (`text_dictionaries`, named
+//! by `meta.text_dictionary`), and it is written in the transaction of the first rows that use
+//! it, so every reader that sees such a row sees its dictionary; a writer refuses a ledger that
+//! names a dictionary it lacks rather than train another under the same number.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -29,6 +31,10 @@ use crate::error::{Error, Result};
 pub(crate) const TRAIN_FROM_BYTES: usize = 256 * 1024;
 /// ... and at least this many values (zstd's trainer needs enough distinct samples).
 const TRAIN_FROM_VALUES: usize = 64;
+/// The trainer reads at most this much of each value (a prefix), and at least `SAMPLES`
+/// values where the batch has them: a batch of a few very large passages trains too.
+const SAMPLE_BYTES: usize = 4 * 1024;
+const SAMPLES: usize = 512;
 /// The largest dictionary trained: past 32 KiB, real docs gained about 3 % more.
 const DICTIONARY_BYTES: usize = 32 * 1024;
 /// zstd's level: 3, its default, compresses 200 MB/s or more with a dictionary.
@@ -59,7 +65,11 @@ impl Texts {
                 rusqlite::Error::FromSqlConversionFailure(index, Type::Text, err.into())
             }),
             ValueRef::Blob(stored) => self.decode(conn, stored).map_err(|err| {
-                rusqlite::Error::FromSqlConversionFailure(index, Type::Blob, err.into())
+                let damaged = format!(
+                    "stored chunk text is damaged ({err}); copy the store from a backup, or \
+                     ingest into a new store"
+                );
+                rusqlite::Error::FromSqlConversionFailure(index, Type::Blob, damaged.into())
             }),
             other => Err(rusqlite::Error::InvalidColumnType(
                 index,
@@ -122,14 +132,20 @@ impl Dictionary {
     /// train one: `TRAIN_FROM_BYTES` and `TRAIN_FROM_VALUES`. It is the ledger's first (a
     /// ledger has at most one).
     pub(crate) fn train<'t>(samples: impl Iterator<Item = &'t str> + Clone) -> Option<Dictionary> {
-        let total: usize = samples.clone().map(str::len).sum();
-        if total < TRAIN_FROM_BYTES || samples.clone().count() < TRAIN_FROM_VALUES {
+        let prefix = |text: &'t str| &text.as_bytes()[..text.len().min(SAMPLE_BYTES)];
+        let total: usize = samples.clone().map(|text| prefix(text).len()).sum();
+        let count = samples.clone().count();
+        if total < TRAIN_FROM_BYTES || count < TRAIN_FROM_VALUES {
             return None;
         }
         // Every k-th value, so that the sample spans the whole batch (its files are in path
-        // order: the first ones alone may all be one folder's).
-        let step = total.div_ceil(TRAIN_FROM_BYTES);
-        let picked: Vec<&[u8]> = samples.step_by(step).map(str::as_bytes).collect();
+        // order: the first ones alone may all be one folder's), about `TRAIN_FROM_BYTES` of
+        // them but never fewer than `SAMPLES` values.
+        let step = total
+            .div_ceil(TRAIN_FROM_BYTES)
+            .min(count.div_ceil(SAMPLES))
+            .max(1);
+        let picked: Vec<&[u8]> = samples.step_by(step).map(prefix).collect();
         match zstd::dict::from_samples(&picked, DICTIONARY_BYTES)
             .and_then(|bytes| Dictionary::new(1, bytes))
         {
@@ -143,25 +159,34 @@ impl Dictionary {
         }
     }
 
-    /// The ledger's dictionary, if it has one.
+    /// The ledger's dictionary, if it has one. `meta.text_dictionary` names it from the
+    /// commit that wrote it on: a ledger that names one it does not hold is damaged (its rows
+    /// cannot be read), and no writer may train another in its place.
     pub(crate) fn of_ledger(conn: &Connection) -> Result<Option<Dictionary>> {
-        conn.prepare_cached(
-            "SELECT dict_id, dictionary FROM text_dictionaries ORDER BY dict_id LIMIT 1",
-        )
-        .and_then(|mut stmt| {
-            stmt.query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()
-        })
-        .map_err(sql_error("read the chunk text dictionary"))?
-        .map(|(id, bytes)| {
-            Dictionary::new(id, bytes).map_err(|err| {
-                Error::Inconsistent(format!(
-                    "the ledger's chunk text dictionary {id} cannot be loaded ({err}); copy the \
-                     store from a backup, or ingest into a new store"
-                ))
-            })
-        })
-        .transpose()
+        let context = "read the chunk text dictionary";
+        let named: i64 = conn
+            .prepare_cached(
+                "SELECT coalesce(
+                    (SELECT value FROM meta WHERE name = 'text_dictionary'),
+                    (SELECT max(dict_id) FROM text_dictionaries),
+                    0
+                 )",
+            )
+            .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
+            .map_err(sql_error(context))?;
+        if named == 0 {
+            return Ok(None);
+        }
+        let damaged = |why: String| {
+            Error::LedgerDamaged(format!(
+                "its chunk text dictionary {named} {why}, so its compressed rows cannot be read"
+            ))
+        };
+        let id = u8::try_from(named).map_err(|_| damaged("is out of range".into()))?;
+        let bytes = load_dictionary(conn, id)?.ok_or_else(|| damaged("is missing".into()))?;
+        Dictionary::new(id, bytes)
+            .map(Some)
+            .map_err(|err| damaged(format!("cannot be loaded ({err})")))
     }
 
     fn is(&self, other: &Dictionary) -> bool {
@@ -207,15 +232,15 @@ impl<'d> Packer<'d> {
     ) -> Result<Packer<'d>> {
         let started = compressor.and_then(|mut compressor| {
             use zstd::zstd_safe::CParameter;
-            compressor.set_parameter(CParameter::ChecksumFlag(false))?;
+            // A damaged value is an error, not other text: 4 bytes a value.
+            compressor.set_parameter(CParameter::ChecksumFlag(true))?;
             compressor.set_parameter(CParameter::ContentSizeFlag(true))?;
             compressor.set_parameter(CParameter::DictIdFlag(false))?;
             // Touched once, so that a compressor that cannot work fails here.
             compressor.compress(b"")?;
             Ok(compressor)
         });
-        let compressor = started
-            .map_err(|err| Error::Inconsistent(format!("start the text compressor: {err}")))?;
+        let compressor = started.map_err(|err| Error::io("start the text compressor", err))?;
         Ok(Packer {
             dictionary,
             compressor,
@@ -228,7 +253,7 @@ impl<'d> Packer<'d> {
         let frame = self
             .compressor
             .compress(text.as_bytes())
-            .map_err(|err| Error::Inconsistent(format!("compress chunk text: {err}")))?;
+            .map_err(|err| Error::io("compress chunk text", err))?;
         debug_assert_eq!(frame[..MAGIC.len()], MAGIC);
         let stored_len = 1 + frame.len() - MAGIC.len();
         if stored_len >= text.len() {
@@ -308,10 +333,21 @@ impl TextWriter {
                     None => Dictionary::train(samples).map(Arc::new),
                 };
                 if let Some(new) = &new {
-                    tx.prepare_cached(
-                        "INSERT INTO text_dictionaries (dict_id, dictionary) VALUES (?1, ?2)",
+                    tx.execute_batch(
+                        "INSERT OR IGNORE INTO meta (name, value) VALUES ('text_dictionary', 0)",
                     )
-                    .and_then(|mut stmt| stmt.execute(rusqlite::params![new.id, new.bytes]))
+                    .and_then(|()| {
+                        tx.execute(
+                            "INSERT INTO text_dictionaries (dict_id, dictionary) VALUES (?1, ?2)",
+                            rusqlite::params![new.id, new.bytes],
+                        )
+                    })
+                    .and_then(|_| {
+                        tx.execute(
+                            "UPDATE meta SET value = ?1 WHERE name = 'text_dictionary'",
+                            [new.id],
+                        )
+                    })
                     .map_err(sql_error("write the chunk text dictionary"))?;
                 }
                 new
@@ -383,6 +419,9 @@ mod tests {
     fn ledger() -> Connection {
         let conn = Connection::open_in_memory().expect("open");
         conn.execute_batch(super::super::schema::SCHEMA_V12_FOR_TESTS)
+            .and_then(|()| {
+                conn.execute_batch("CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER)")
+            })
             .expect("create the dictionaries table");
         conn
     }
@@ -565,13 +604,11 @@ mod tests {
             flipped[at] ^= 0x5a;
             damaged.push(flipped);
         }
-        // Some flips land in the literals and decode to other text (a chunk's ID tells, in
-        // `verify`); none panics or allocates what the header claims.
+        // Every one is an error naming the damage (the frame's checksum catches a flip that
+        // would decode to other text); none panics or allocates what the header claims.
         for blob in &damaged {
-            let _ = read(blob);
-        }
-        for blob in &damaged[..5] {
-            assert!(read(blob).is_err(), "{blob:?} was read");
+            let err = read(blob).expect_err(&format!("{blob:?} was read"));
+            assert!(err.contains("stored chunk text is damaged"), "{err}");
         }
     }
 

@@ -191,6 +191,9 @@ pub fn store_texts_plain(path: &Path) {
         )
         .expect("store the text plain");
     }
-    conn.execute_batch("DROP TABLE IF EXISTS text_dictionaries")
-        .expect("drop the dictionaries");
+    conn.execute_batch(
+        "DROP TABLE IF EXISTS text_dictionaries;
+         DELETE FROM meta WHERE name = 'text_dictionary';",
+    )
+    .expect("drop the dictionaries");
 }
