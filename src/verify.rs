@@ -31,8 +31,9 @@ pub struct VerifyReport {
     pub extra_in_index: Vec<String>,
     /// In the index more than once.
     pub duplicated_in_index: Vec<String>,
-    /// Ledger chunks whose stored heading path and text do not hash to their ID: what would be
-    /// served is not the passage the ID names.
+    /// Ledger chunks whose stored heading path and text do not hash to their ID, or cannot be
+    /// read at all (a damaged compressed value): what would be served is not the passage the
+    /// ID names.
     pub altered_in_ledger: Vec<String>,
     /// Ledger chunks an older groundidx made (IDs of whitespace-folded text, so the text served
     /// may be another whitespace variant than the files hold): the next ingest of their folders
@@ -158,9 +159,14 @@ fn recompute_ids(ledger: &crate::ledger::Ledger) -> Result<(Vec<String>, Vec<Str
     let mut ids = Vec::new();
     let mut altered = Vec::new();
     let mut outdated = 0;
-    ledger.for_each_chunk(|chunk| {
-        let hex = chunk.id.to_hex();
-        match ids::check_chunk_id(&chunk.id, &chunk.heading_path, &chunk.text) {
+    ledger.for_each_stored_chunk(|id, chunk| {
+        let hex = id.to_hex();
+        // Stored text that cannot be read (damaged, or its dictionary gone) is altered too.
+        let check = match chunk {
+            Ok(chunk) => ids::check_chunk_id(&chunk.id, &chunk.heading_path, &chunk.text),
+            Err(_) => ChunkIdCheck::Mismatch,
+        };
+        match check {
             ChunkIdCheck::Current => {}
             ChunkIdCheck::Outdated => outdated += 1,
             ChunkIdCheck::Mismatch => altered.push(hex.clone()),

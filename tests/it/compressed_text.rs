@@ -306,3 +306,43 @@ fn a_batch_of_a_few_very_large_passages_trains_a_dictionary_too() {
     assert_eq!(dictionaries(&conn), 1);
     assert_served_exactly(&env);
 }
+
+#[test]
+fn verify_names_a_chunk_whose_stored_text_is_damaged_and_readers_say_so() {
+    let env = Env::empty();
+    write_pages(&env, 400);
+    env.ingest();
+    let conn = ledger_of(&env);
+    let (id, blob): (Vec<u8>, Vec<u8>) = conn
+        .query_row(
+            "SELECT chunk_id, text FROM chunks WHERE typeof(text) = 'blob' ORDER BY chunk_id LIMIT 1",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .expect("a compressed row");
+    let hex: String = id.iter().map(|byte| format!("{byte:02x}")).collect();
+    // One byte in the middle of the frame: without its checksum this decoded to other text.
+    let mut damaged = blob.clone();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x41;
+    conn.execute(
+        "UPDATE chunks SET text = ?2 WHERE chunk_id = ?1",
+        rusqlite::params![id, damaged],
+    )
+    .expect("damage the text");
+    let verify = env.run(&["verify", "--json"]);
+    assert_eq!(verify.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&verify.stdout).expect("JSON");
+    assert_eq!(report["identical"], false, "{report}");
+    assert_eq!(
+        report["altered_in_ledger"],
+        serde_json::json!([hex]),
+        "{report}"
+    );
+    let export = env.run(&["export"]);
+    assert!(!export.status.success());
+    let stderr = String::from_utf8_lossy(&export.stderr);
+    assert!(stderr.contains(&format!("read chunk {hex}")), "{stderr}");
+    assert!(stderr.contains("stored chunk text is damaged"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

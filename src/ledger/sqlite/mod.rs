@@ -510,26 +510,32 @@ impl Ledger {
         &self,
         mut f: impl FnMut(StoredChunk) -> Result<()>,
     ) -> Result<()> {
+        self.for_each_stored_chunk(|id, chunk| {
+            f(chunk.map_err(sql_error(format!("read chunk {id}")))?)
+        })
+    }
+
+    /// `for_each_chunk`, but a chunk whose stored text cannot be read (damaged) is given to
+    /// `f` as the error, with its ID, and the scan goes on (for `verify`, which names it).
+    pub(crate) fn for_each_stored_chunk(
+        &self,
+        mut f: impl FnMut(ChunkId, rusqlite::Result<StoredChunk>) -> Result<()>,
+    ) -> Result<()> {
         let mut stmt = self
             .conn
             .prepare("SELECT chunk_id, heading, text FROM chunks ORDER BY chunk_id")
             .map_err(sql_error("read chunks"))?;
         let mut rows = stmt.query([]).map_err(sql_error("read chunks"))?;
         while let Some(row) = rows.next().map_err(sql_error("read chunks"))? {
-            let chunk = StoredChunk {
-                id: chunk_id_column(row, 0).map_err(sql_error("read chunks"))?,
-                heading_path: decode_heading(
-                    &self
-                        .texts
-                        .column(&self.conn, row, 1)
-                        .map_err(sql_error("read chunks"))?,
-                ),
-                text: self
-                    .texts
-                    .column(&self.conn, row, 2)
-                    .map_err(sql_error("read chunks"))?,
-            };
-            f(chunk)?;
+            let id = chunk_id_column(row, 0).map_err(sql_error("read chunks"))?;
+            let chunk = self.texts.column(&self.conn, row, 1).and_then(|heading| {
+                Ok(StoredChunk {
+                    id,
+                    heading_path: decode_heading(&heading),
+                    text: self.texts.column(&self.conn, row, 2)?,
+                })
+            });
+            f(id, chunk)?;
         }
         Ok(())
     }
