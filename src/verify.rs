@@ -163,8 +163,8 @@ fn recompute_ids(ledger: &crate::ledger::Ledger) -> Result<(Vec<String>, Vec<Str
         let hex = id.to_hex();
         // Stored text that cannot be read (damaged, or its dictionary gone) is altered too.
         let check = match chunk {
-            Ok(chunk) => ids::check_chunk_id(&chunk.id, &chunk.heading_path, &chunk.text),
-            Err(_) => ChunkIdCheck::Mismatch,
+            Some(chunk) => ids::check_chunk_id(&chunk.id, &chunk.heading_path, &chunk.text),
+            None => ChunkIdCheck::Mismatch,
         };
         match check {
             ChunkIdCheck::Current => {}

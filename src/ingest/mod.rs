@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::extract;
 use crate::format::FormatSet;
 use crate::ids::{DocHash, Generation};
-use crate::ledger::{Batch, Dictionary, NewDocument, PackedTexts, Packer, SourceUpsert};
+use crate::ledger::{Batch, Dictionary, NewDocument, PackedTexts, Packer, Samples, SourceUpsert};
 use crate::store::{Store, StoreConfig};
 use crate::walk::{Excludes, WalkedFile, Warning, WarningKind};
 
@@ -337,6 +337,8 @@ struct PreparedBatch {
     files: Prepared,
     packed: Vec<Option<PackedTexts>>,
     dictionary: Option<Arc<Dictionary>>,
+    /// While there is no dictionary: the text gathered to train one.
+    samples: Samples,
 }
 
 /// Reads, hashes and chunks a batch's files in parallel. A file whose content is what the
@@ -346,8 +348,9 @@ struct PreparedBatch {
 ///
 /// The chunks' text is then compressed for the ledger here, on every core, rather than in the
 /// batch's transaction on the one thread that commits: with the ledger's `dictionary`, or when
-/// it has none yet, with one trained from this batch when it brings enough text (the batch's
-/// transaction writes it to the ledger).
+/// it has none yet, with one trained from `samples` (of the ledger and the batches before)
+/// and this batch once together they are enough (the batch's transaction writes it to the
+/// ledger).
 fn prepare_batch(
     files: &[WalkedFile],
     known: &KnownSources,
@@ -355,17 +358,24 @@ fn prepare_batch(
     config: &IngestConfig,
     progress: &dyn Progress,
     dictionary: Option<Arc<Dictionary>>,
+    mut samples: Samples,
 ) -> PreparedBatch {
     let files = read_and_chunk(files, known, root_dir, config, progress);
-    let documents = || files.iter().filter_map(|(_, chunked)| chunked.as_ref());
     let dictionary = dictionary.or_else(|| {
-        Dictionary::train(
-            documents()
+        samples.add(
+            files
+                .iter()
+                .filter_map(|(_, chunked)| chunked.as_ref())
                 .flat_map(|document| document.chunks.iter())
                 .map(|chunk| chunk.text.as_str()),
-        )
-        .map(Arc::new)
+        );
+        samples
+            .enough()
+            .then(|| Dictionary::train(samples.iter()).map(Arc::new))?
     });
+    if dictionary.is_some() {
+        samples = Samples::default();
+    }
     // A document that cannot be packed here (it never happens but for a compressor that
     // cannot start) is packed in the transaction, which reports the error.
     let packed = files
@@ -384,6 +394,7 @@ fn prepare_batch(
         files,
         packed,
         dictionary,
+        samples,
     }
 }
 
@@ -625,16 +636,24 @@ fn run_root(
     // A pipeline of two stages: while one batch is committed (the ledger transaction on this
     // thread, the indexing in Tantivy's threads), the next is read and chunked (rayon).
     let known = &plan.known;
-    let prepare = |files: &[WalkedFile], dictionary| {
-        prepare_batch(files, known, root_dir, config, progress, dictionary)
+    let prepare = |files: &[WalkedFile], dictionary, samples| {
+        prepare_batch(
+            files, known, root_dir, config, progress, dictionary, samples,
+        )
     };
-    // The ledger's dictionary, or the one the first batch with enough text trains.
-    let dictionary = match batches.is_empty() {
-        true => None,
-        false => store.ledger().text_dictionary()?,
+    // The ledger's dictionary, or the one trained once the ledger's text and the run's is
+    // enough.
+    let (dictionary, samples) = match batches.is_empty() {
+        true => (None, Samples::default()),
+        false => match store.ledger().text_dictionary()? {
+            Some(dictionary) => (Some(dictionary), Samples::default()),
+            None => (None, store.ledger().text_samples()?),
+        },
     };
     std::thread::scope(|scope| -> Result<()> {
-        let mut ready = batches.first().map(|files| prepare(files, dictionary));
+        let mut ready = batches
+            .first()
+            .map(|files| prepare(files, dictionary, samples));
         for (i, batch_files) in batches.iter().enumerate() {
             let prepared = ready
                 .take()
@@ -648,9 +667,13 @@ fn run_root(
                 (Some(held), _) => Some(held),
                 (None, ours) => ours.clone(),
             };
+            let samples = match dictionary {
+                Some(_) => Samples::default(),
+                None => prepared.samples.clone(),
+            };
             let next = batches
                 .get(i + 1)
-                .map(|files| scope.spawn(move || prepare(files, dictionary)));
+                .map(|files| scope.spawn(move || prepare(files, dictionary, samples)));
             commit_batch(
                 store,
                 &plan,

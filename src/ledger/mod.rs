@@ -35,11 +35,11 @@ pub(crate) use changes::{
 pub use documents::path_glob;
 pub(crate) use documents::{DocumentEntry, Listing, Passage};
 pub(crate) use embeddings::{ModelRow, VectorCoverage, VectorGc, decode_vector, encode_vector};
-pub(crate) use sqlite::Packer;
 pub(crate) use sqlite::on_read_only_mount;
 pub(crate) use sqlite::pool::{LedgerPool, PooledLedger, READ_CONNECTIONS};
 pub use sqlite::schema::SCHEMA_VERSION;
 pub use sqlite::{Dictionary, Ledger, PackedTexts};
+pub(crate) use sqlite::{Packer, Samples};
 
 /// What a replica's batch calls to publish its change set to the shared ledger, before it
 /// commits; it returns the shared log position the change set took.

@@ -33,8 +33,8 @@ use crate::ids::{ChunkId, DocHash, Generation};
 use crate::stat::FileStat;
 
 use schema::SCHEMA_VERSION;
-pub(crate) use texts::Packer;
 pub use texts::{Dictionary, PackedTexts};
+pub(crate) use texts::{Packer, Samples};
 use texts::{TextWriter, Texts};
 
 /// The SQLite ledger.
@@ -126,18 +126,18 @@ impl Ledger {
                 .map_err(sql_error("set the memory map"))?;
         }
         if access == Access::ReadWrite {
+            if found == schema::Found::Empty {
+                // Only before its first table: a new ledger can give free pages back
+                // (`give_free_pages_back`).
+                conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL;")
+                    .map_err(sql_error("set pragmas"))?;
+            }
             // WAL lets readers go on while a writer commits. synchronous=FULL makes every
             // commit durable against power loss too, and costs one fsync per transaction,
             // which ingest spends once per batch.
             // A writer's inserts land at random places in the ID indexes (IDs are hashes): a
             // page cache of 32 MiB rather than SQLite's 2 MiB keeps a batch's pages from being
             // spilled to the WAL and read back in the middle of its transaction.
-            if found == schema::Found::Empty {
-                // Only before its first table: a new ledger can give free pages back
-                // (`return_free_pages`).
-                conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL;")
-                    .map_err(sql_error("set pragmas"))?;
-            }
             conn.execute_batch(
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;
                  PRAGMA cache_size = -32768;",
@@ -345,7 +345,7 @@ impl Ledger {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql_error("begin batch"))?;
-        let outcome = write_batch(&tx, &self.texts, batch)?;
+        let outcome = write_batch(&tx, &self.texts, batch).inspect_err(|_| self.texts.forget())?;
         crash_point("ledger.before_commit");
         tx.commit().map_err(sql_error("commit batch"))?;
         Ok(outcome)
@@ -379,6 +379,8 @@ impl Ledger {
             return Ok(outcome);
         }
         tx.rollback().map_err(sql_error("roll back batch"))?;
+        // A dictionary the batch trained went with it: no decoder of it may outlive it.
+        self.texts.forget();
         let state = publish(&changes)?;
         let tx = self
             .conn
@@ -510,14 +512,24 @@ impl Ledger {
         &self,
         mut f: impl FnMut(StoredChunk) -> Result<()>,
     ) -> Result<()> {
-        self.for_each_stored_chunk(|id, chunk| {
-            f(chunk.map_err(sql_error(format!("read chunk {id}")))?)
-        })
+        self.scan_chunks(|id, chunk| f(chunk.map_err(sql_error(format!("read chunk {id}")))?))
     }
 
     /// `for_each_chunk`, but a chunk whose stored text cannot be read (damaged) is given to
-    /// `f` as the error, with its ID, and the scan goes on (for `verify`, which names it).
+    /// `f` as `None`, with its ID, and the scan goes on (for `verify`, which names it).
     pub(crate) fn for_each_stored_chunk(
+        &self,
+        mut f: impl FnMut(ChunkId, Option<StoredChunk>) -> Result<()>,
+    ) -> Result<()> {
+        self.scan_chunks(|id, chunk| match chunk {
+            Ok(chunk) => f(id, Some(chunk)),
+            Err(rusqlite::Error::FromSqlConversionFailure(..)) => f(id, None),
+            Err(other) => Err(sql_error(format!("read chunk {id}"))(other)),
+        })
+    }
+
+    /// Calls `f` with every chunk's ID and its row as read, in chunk ID order.
+    fn scan_chunks(
         &self,
         mut f: impl FnMut(ChunkId, rusqlite::Result<StoredChunk>) -> Result<()>,
     ) -> Result<()> {
@@ -612,6 +624,27 @@ impl Ledger {
         Ok(Dictionary::of_ledger(&self.conn)?.map(std::sync::Arc::new))
     }
 
+    /// Chunk text to train a dictionary from, from the first rows (for a ledger without one).
+    pub(crate) fn text_samples(&self) -> Result<Samples> {
+        let mut samples = Samples::default();
+        let mut stmt = self
+            .conn
+            .prepare("SELECT text FROM chunks ORDER BY rowid")
+            .map_err(sql_error("read chunks"))?;
+        let mut rows = stmt.query([]).map_err(sql_error("read chunks"))?;
+        while !samples.enough() {
+            let Some(row) = rows.next().map_err(sql_error("read chunks"))? else {
+                break;
+            };
+            let text = self
+                .texts
+                .column(&self.conn, row, 0)
+                .map_err(sql_error("read chunks"))?;
+            samples.add(std::iter::once(text.as_str()));
+        }
+        Ok(samples)
+    }
+
     /// Counts for `status`.
     /// The number of chunks alone (what a no-op embedding run reports, without the other counts).
     pub fn chunk_count(&self) -> Result<u64> {
@@ -687,8 +720,12 @@ impl Ledger {
             params![run_id, now_ms, generation.0 as i64, report_json],
         )
         .map_err(sql_error("record run"))?;
-        return_free_pages(&tx)?;
-        tx.commit().map_err(sql_error("record run"))
+        tx.commit().map_err(sql_error("record run"))?;
+        // After the run is recorded: a failure here (a full disk) costs only the space.
+        if let Err(err) = give_free_pages_back(&mut self.conn) {
+            tracing::warn!(error = %err, "the ledger's free pages were not given back");
+        }
+        Ok(())
     }
 
     /// One run's row, as recorded.
@@ -706,13 +743,14 @@ impl Ledger {
     }
 }
 
-/// Gives the file's free pages back to the file system, inside the caller's transaction (so at
-/// no commit of its own), when there are 16 or more and they are a 32nd of the file or more. A
-/// run's log rows are written with its chunks and deleted once the index has them: a cold
-/// ingest left 7 % of its ledger as free pages, which later runs would reuse but a new store
-/// should not carry. Only a ledger made with `auto_vacuum = INCREMENTAL` (every one made since
-/// schema 12) can give pages back; for the others the pragma does nothing.
-fn return_free_pages(conn: &Connection) -> Result<()> {
+/// Gives the file's free pages back to the file system, in a transaction of its own after the
+/// run's end is recorded, when there are 16 or more and they are a 32nd of the file or more
+/// (so never after a run that changed little). A run's log rows are written with its chunks
+/// and deleted once the index has them: a cold ingest left 7 % of its ledger as free pages,
+/// which later runs would reuse but a new store should not carry. Only a ledger made with
+/// `auto_vacuum = INCREMENTAL` (every one made since schema 12) can give pages back; for the
+/// others the pragma does nothing.
+fn give_free_pages_back(conn: &mut Connection) -> Result<()> {
     let context = "give free pages back";
     let (free, total): (i64, i64) = conn
         .query_row(
@@ -724,13 +762,18 @@ fn return_free_pages(conn: &Connection) -> Result<()> {
     if free < 16 || free * 32 < total {
         return Ok(());
     }
-    // Each step of the pragma frees one page: it is stepped to its end.
-    let mut stmt = conn
-        .prepare("PRAGMA incremental_vacuum")
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql_error(context))?;
-    let mut rows = stmt.query([]).map_err(sql_error(context))?;
-    while rows.next().map_err(sql_error(context))?.is_some() {}
-    Ok(())
+    {
+        // Each step of the pragma frees one page: it is stepped to its end.
+        let mut stmt = tx
+            .prepare("PRAGMA incremental_vacuum")
+            .map_err(sql_error(context))?;
+        let mut rows = stmt.query([]).map_err(sql_error(context))?;
+        while rows.next().map_err(sql_error(context))?.is_some() {}
+    }
+    tx.commit().map_err(sql_error(context))
 }
 
 /// Writes one batch's rows in `tx` (which the caller commits or rolls back): its sources,

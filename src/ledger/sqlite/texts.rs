@@ -1,5 +1,6 @@
 //! How the ledger keeps chunk text: compressed with zstd, against a dictionary trained once
-//! per ledger from the first batch large enough to train it.
+//! per ledger when enough text has gathered (`Samples`: the ledger's rows, then a run's
+//! batches).
 //!
 //! A chunk's text is most of a ledger's bytes, and a passage of documentation compresses
 //! poorly on its own (a few hundred bytes has little to refer back to): a dictionary of the
@@ -52,6 +53,11 @@ pub(crate) struct Texts {
 }
 
 impl Texts {
+    /// Drops every decoder: after a rolled back transaction, whose dictionary is gone.
+    pub(crate) fn forget(&self) {
+        self.decoders.borrow_mut().clear();
+    }
+
     /// The text of column `index` of `row`, read through `conn` (for a dictionary not yet
     /// loaded).
     pub(crate) fn column(
@@ -66,8 +72,9 @@ impl Texts {
             }),
             ValueRef::Blob(stored) => self.decode(conn, stored).map_err(|err| {
                 let damaged = format!(
-                    "stored chunk text is damaged ({err}); copy the store from a backup, or \
-                     ingest into a new store"
+                    "stored chunk text is damaged ({err})\nhint: copy the store from a backup, \
+                     or ingest into a new store (`groundidx rebuild` makes the index again, not \
+                     the ledger)"
                 );
                 rusqlite::Error::FromSqlConversionFailure(index, Type::Blob, damaged.into())
             }),
@@ -112,6 +119,41 @@ impl Texts {
             .decompress(&frame, size)
             .map_err(|err| format!("decompress a value of dictionary {dictionary}: {err}"))?;
         String::from_utf8(bytes).map_err(|err| format!("decompressed text is not UTF-8: {err}"))
+    }
+}
+
+/// Text a dictionary can be trained from, gathered until there is enough: the first
+/// `SAMPLE_BYTES` of each value, from the ledger's rows and the batches of a run, so that a
+/// store ingested a little at a time trains one too.
+#[derive(Clone, Debug, Default)]
+pub struct Samples {
+    texts: Vec<String>,
+    bytes: usize,
+}
+
+impl Samples {
+    /// Adds (a prefix of) each of `texts`, up to four times what training reads.
+    pub(crate) fn add<'t>(&mut self, texts: impl Iterator<Item = &'t str>) {
+        for text in texts {
+            if self.bytes >= 4 * TRAIN_FROM_BYTES {
+                return;
+            }
+            let mut end = text.len().min(SAMPLE_BYTES);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.bytes += end;
+            self.texts.push(text[..end].to_string());
+        }
+    }
+
+    /// Whether there is enough to train on.
+    pub(crate) fn enough(&self) -> bool {
+        self.bytes >= TRAIN_FROM_BYTES && self.texts.len() >= TRAIN_FROM_VALUES
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> + Clone {
+        self.texts.iter().map(String::as_str)
     }
 }
 
@@ -372,12 +414,12 @@ impl TextWriter {
         })
     }
 
-    /// The values `packed` holds for chunk `ordinal` (heading, text), when they were
+    /// The values `packed` holds for the document's `index`-th chunk (heading, text), when they were
     /// compressed with this transaction's dictionary; `None` when they must be packed here.
     pub(crate) fn packed<'a>(
         &self,
         packed: Option<&'a PackedTexts>,
-        ordinal: usize,
+        index: usize,
         heading: &'a str,
         text: &'a str,
     ) -> Option<[ToSqlOutput<'a>; 2]> {
@@ -390,7 +432,7 @@ impl TextWriter {
         if !same {
             return None;
         }
-        let [heading_value, text_value] = packed.values.get(ordinal)?;
+        let [heading_value, text_value] = packed.values.get(index)?;
         let value = |blob: &'a Option<Vec<u8>>, text: &'a str| match blob {
             Some(blob) => ToSqlOutput::Borrowed(ValueRef::Blob(blob)),
             None => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
@@ -518,7 +560,7 @@ mod tests {
     }
 
     #[test]
-    fn a_large_batch_trains_the_dictionary_in_its_own_transaction() {
+    fn a_large_batch_trains_the_dictionary_in_the_transaction_of_its_rows() {
         let mut conn = ledger();
         let values = passages(1500, 2);
         assert!(values.iter().map(String::len).sum::<usize>() >= TRAIN_FROM_BYTES);
