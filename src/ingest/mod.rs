@@ -362,16 +362,19 @@ fn prepare_batch(
 ) -> PreparedBatch {
     let files = read_and_chunk(files, known, root_dir, config, progress);
     let dictionary = dictionary.or_else(|| {
-        samples.add(
-            files
-                .iter()
-                .filter_map(|(_, chunked)| chunked.as_ref())
-                .flat_map(|document| document.chunks.iter())
-                .map(|chunk| chunk.text.as_str()),
-        );
-        samples
-            .enough()
-            .then(|| Dictionary::train(samples.iter()).map(Arc::new))?
+        let texts: Vec<&str> = files
+            .iter()
+            .filter_map(|(_, chunked)| chunked.as_ref())
+            .flat_map(|document| document.chunks.iter())
+            .map(|chunk| chunk.text.as_str())
+            .collect();
+        // Trained from values spread over all of it; kept for the next batch while it is not
+        // enough yet.
+        let trained = Dictionary::train(samples.iter().chain(texts.iter().copied())).map(Arc::new);
+        if trained.is_none() {
+            samples.add(texts.iter().copied());
+        }
+        trained
     });
     if dictionary.is_some() {
         samples = Samples::default();
