@@ -285,18 +285,13 @@ fn a_batch_of_a_few_very_large_passages_trains_a_dictionary_too() {
         }
         env.write(&format!("large/page-{file}.md"), &page);
     }
-    let output = env.run(&[
+    env.json(&[
         "ingest",
         env.docs.to_str().expect("utf-8"),
         "--json",
         "--chunk-size",
         "100000",
     ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
     let conn = ledger_of(&env);
     assert_eq!(dictionaries(&conn), 1);
     assert_served_exactly(&env);
@@ -349,18 +344,13 @@ fn a_store_ingested_in_small_batches_trains_its_dictionary_once_they_add_up() {
     // 50 pages a batch, each under the text a dictionary is trained from: the batches' text
     // adds up until a batch trains it where it is chunked, and the next batch is packed with
     // it before that one has committed it. Only the rows before it are without.
-    let output = env.run(&[
+    env.json(&[
         "ingest",
         env.docs.to_str().expect("utf-8"),
         "--json",
         "--batch-files",
         "50",
     ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
     let conn = ledger_of(&env);
     assert_eq!(dictionaries(&conn), 1);
     let (compressed, all) = compressed_with(&conn, 1);
