@@ -34,6 +34,7 @@ pub(crate) const PAUSE_LIMIT: Duration = Duration::from_secs(120);
 
 /// Every crash point, in the order a run reaches them.
 pub const CRASH_POINTS: &[&str] = &[
+    "schema.before_commit",
     "plan.before_walk",
     "walk.first_entry",
     "ingest.after_plan",

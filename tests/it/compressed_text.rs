@@ -192,7 +192,7 @@ fn a_store_of_schema_11_keeps_its_plain_rows_and_adds_compressed_ones() {
             |row| row.get(0),
         )
         .expect("schema version");
-    assert_eq!(version, 12);
+    assert_eq!(version, groundidx::ledger::SCHEMA_VERSION);
     let plain: i64 = conn
         .query_row(
             "SELECT count(*) FROM chunks WHERE typeof(text) = 'text'",

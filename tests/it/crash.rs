@@ -66,6 +66,7 @@ fn every_crash_point_is_tested() {
                 KEYS_POINTS,
                 crate::embedding::EMBED_POINTS,
                 crate::shared_ledger::SHARED_POINTS,
+                crate::doc_links::SCHEMA_POINTS,
             ]
             .iter()
             .any(|group| group.contains(point)),

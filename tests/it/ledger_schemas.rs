@@ -31,6 +31,16 @@ const SQLITE_ONLY_COLUMNS: &[(&str, &str, &str)] = &[
         "since_generation",
         "the generation a source reached this store in",
     ),
+    (
+        "documents",
+        "doc_row",
+        "the row number that `doc_chunk_links` names a document by",
+    ),
+    (
+        "chunks",
+        "chunk_row",
+        "the row number that `doc_chunk_links` names a chunk by",
+    ),
 ];
 const POSTGRES_ONLY_COLUMNS: &[(&str, &str, &str)] = &[
     ("audit_events", "served_by", "which host answered the call"),
@@ -51,6 +61,10 @@ const POSTGRES_ONLY_COLUMNS: &[(&str, &str, &str)] = &[
 
 /// Tables one dialect alone holds.
 const SQLITE_ONLY_TABLES: &[(&str, &str)] = &[
+    (
+        "doc_chunk_links",
+        "`doc_chunks` by row numbers (in SQLite `doc_chunks` is a view of it)",
+    ),
     ("meta", "the store's counters (generation, vector_seq)"),
     (
         "model_stat_cache",
@@ -81,7 +95,10 @@ type Columns = BTreeMap<String, BTreeSet<String>>;
 fn sqlite_columns(ledger: &Path) -> Columns {
     let conn = rusqlite::Connection::open(ledger).expect("open the ledger");
     let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        .prepare(
+            "SELECT name FROM sqlite_master
+             WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'",
+        )
         .expect("list tables")
         .query_map([], |row| row.get(0))
         .expect("list tables")

@@ -158,6 +158,7 @@ mod config;
 mod cors;
 mod crash;
 mod deletion;
+mod doc_links;
 mod edits;
 mod embed_kill;
 mod embed_local;

@@ -448,6 +448,7 @@ fn audit_and_usage_only_read_the_ledger() {
     let searched = env.run(&["search", "rotate the signing key", "--json"]);
     assert!(searched.status.success());
     let ledger = || rusqlite::Connection::open(env.store.join("ledger.sqlite")).expect("ledger");
+    crate::support::ledger::store_links_by_hash(&env.store.join("ledger.sqlite"));
     ledger()
         .execute_batch(
             "ALTER TABLE sources DROP COLUMN since_generation;

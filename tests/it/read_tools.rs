@@ -837,6 +837,7 @@ async fn a_ledger_from_before_generations_per_document_is_taken_as_changed_until
     env.write("notes/faq.md", "# FAQ\n\nAsked once, answered here.\n");
     let second = env.ingest()["generation"].as_u64().expect("generation");
     {
+        crate::support::ledger::store_links_by_hash(&env.store.join("ledger.sqlite"));
         let ledger = rusqlite::Connection::open(env.store.join("ledger.sqlite")).expect("ledger");
         ledger
             .execute_batch(

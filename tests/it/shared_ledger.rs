@@ -122,12 +122,23 @@ fn replicas_converge_after_a_writer_chunks_an_older_shared_ledger_again() {
     f.assert_all_equal_clean(&[&writer, &replica]);
 }
 
-/// What an older chunking recipe left, in the SQL both dialects share: no chunk for a file of a
-/// heading alone, and every document recorded as chunked by recipe 0.
+/// What an older chunking recipe left: no chunk for a file of a heading alone, and every
+/// document recorded as chunked by recipe 0. In the shared ledger's SQL; `OLDER_RECIPE_SQLITE`
+/// is the same for a store, whose `doc_chunks` is a view of links by row number.
 const OLDER_RECIPE: &str = "
 DELETE FROM chunks WHERE chunk_id IN (SELECT dc.chunk_id FROM doc_chunks dc
     JOIN sources s ON s.doc_hash = dc.doc_hash WHERE s.path = 'dlq.md');
 DELETE FROM doc_chunks WHERE doc_hash IN (SELECT doc_hash FROM sources WHERE path = 'dlq.md');
+UPDATE documents SET n_chunks = 0
+    WHERE doc_hash IN (SELECT doc_hash FROM sources WHERE path = 'dlq.md');
+UPDATE documents SET recipe_version = 0;
+";
+const OLDER_RECIPE_SQLITE: &str = "
+DELETE FROM chunks WHERE chunk_row IN (SELECT l.chunk_row FROM doc_chunk_links l
+    JOIN documents d ON d.doc_row = l.doc_row
+    JOIN sources s ON s.doc_hash = d.doc_hash WHERE s.path = 'dlq.md');
+DELETE FROM doc_chunk_links WHERE doc_row IN (SELECT d.doc_row FROM documents d
+    JOIN sources s ON s.doc_hash = d.doc_hash WHERE s.path = 'dlq.md');
 UPDATE documents SET n_chunks = 0
     WHERE doc_hash IN (SELECT doc_hash FROM sources WHERE path = 'dlq.md');
 UPDATE documents SET recipe_version = 0;
@@ -148,7 +159,7 @@ fn a_writer_chunks_again_what_an_older_recipe_published() {
     let own = rusqlite::Connection::open(writer.store.join("ledger.sqlite")).expect("open");
     // Stats recorded an hour after the files were written: the stat cache vouches for both.
     own.execute_batch(&format!(
-        "{OLDER_RECIPE} UPDATE sources SET recorded_ns = recorded_ns + 3600000000000;"
+        "{OLDER_RECIPE_SQLITE} UPDATE sources SET recorded_ns = recorded_ns + 3600000000000;"
     ))
     .expect("make the writer's replica older");
     drop(own);

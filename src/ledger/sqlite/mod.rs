@@ -1128,7 +1128,10 @@ impl BatchWriter<'_> {
         for chunk_id in ids {
             let referenced = self
                 .tx
-                .prepare_cached("SELECT 1 FROM doc_chunks WHERE chunk_id = ?1")
+                .prepare_cached(
+                    "SELECT 1 FROM doc_chunk_links
+                     WHERE chunk_row = (SELECT chunk_row FROM chunks WHERE chunk_id = ?1)",
+                )
                 .and_then(|mut stmt| stmt.exists([chunk_id.as_bytes()]))
                 .map_err(sql_error(context()))?;
             if !referenced {
@@ -1145,19 +1148,23 @@ impl BatchWriter<'_> {
 
     fn insert_document(&mut self, doc_hash: &DocHash, document: &NewDocument) -> Result<()> {
         let context = || format!("write document {doc_hash}");
-        self.tx
+        let doc_row: i64 = self
+            .tx
             .prepare_cached(
                 "INSERT INTO documents (doc_hash, title, n_chunks, fields, recipe_version)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                 VALUES (?1, ?2, ?3, ?4, ?5) RETURNING doc_row",
             )
             .and_then(|mut stmt| {
-                stmt.execute(params![
-                    doc_hash.as_bytes(),
-                    document.title,
-                    document.chunks.len() as i64,
-                    encode_fields(&document.fields),
-                    document.recipe_version,
-                ])
+                stmt.query_row(
+                    params![
+                        doc_hash.as_bytes(),
+                        document.title,
+                        document.chunks.len() as i64,
+                        encode_fields(&document.fields),
+                        document.recipe_version,
+                    ],
+                    |row| row.get(0),
+                )
             })
             .map_err(sql_error(context()))?;
         let mut tag_stmt = self
@@ -1172,56 +1179,63 @@ impl BatchWriter<'_> {
         let mut link_stmt = self
             .tx
             .prepare_cached(
-                "INSERT INTO doc_chunks
-                    (doc_hash, ordinal, chunk_id, line_start, line_end, page_start, page_end)
+                "INSERT INTO doc_chunk_links
+                    (doc_row, ordinal, chunk_row, line_start, line_end, page_start, page_end)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )
             .map_err(sql_error(context()))?;
         let mut held_stmt = self
             .tx
-            .prepare_cached("SELECT 1 FROM chunks WHERE chunk_id = ?1")
+            .prepare_cached("SELECT chunk_row FROM chunks WHERE chunk_id = ?1")
             .map_err(sql_error(context()))?;
         let mut chunk_stmt = self
             .tx
             .prepare_cached("INSERT INTO chunks (chunk_id, heading, text) VALUES (?1, ?2, ?3)")
             .map_err(sql_error(context()))?;
         for (index, chunk) in document.chunks.iter().enumerate() {
+            // A chunk the ledger holds (another document's, or this one's further up) is
+            // linked as it is, not compressed again only to be ignored.
+            let held: Option<i64> = held_stmt
+                .query_row([chunk.id.as_bytes()], |row| row.get(0))
+                .optional()
+                .map_err(sql_error(context()))?;
+            let chunk_row = match held {
+                Some(chunk_row) => chunk_row,
+                None => {
+                    let heading = encode_heading(&chunk.heading_path);
+                    let [heading_value, text_value] = match self.text_writer.packed(
+                        document.packed.as_ref(),
+                        index,
+                        &heading,
+                        &chunk.text,
+                    ) {
+                        Some(values) => values,
+                        None => [
+                            self.text_writer.value(&heading)?,
+                            self.text_writer.value(&chunk.text)?,
+                        ],
+                    };
+                    chunk_stmt
+                        .execute(params![chunk.id.as_bytes(), heading_value, text_value])
+                        .map_err(sql_error(context()))?;
+                    // Taken before the log's own insert moves it.
+                    let chunk_row = self.tx.last_insert_rowid();
+                    self.log("add", &chunk.id)?;
+                    self.outcome.chunks_added += 1;
+                    chunk_row
+                }
+            };
             link_stmt
                 .execute(params![
-                    doc_hash.as_bytes(),
+                    doc_row,
                     chunk.ordinal,
-                    chunk.id.as_bytes(),
+                    chunk_row,
                     chunk.lines.0,
                     chunk.lines.1,
                     chunk.pages.map(|pages| pages.0),
                     chunk.pages.map(|pages| pages.1)
                 ])
                 .map_err(sql_error(context()))?;
-            // A chunk the ledger holds (another document's, or this one's further up) is not
-            // compressed again only to be ignored.
-            let held = held_stmt
-                .exists([chunk.id.as_bytes()])
-                .map_err(sql_error(context()))?;
-            if !held {
-                let heading = encode_heading(&chunk.heading_path);
-                let [heading_value, text_value] = match self.text_writer.packed(
-                    document.packed.as_ref(),
-                    index,
-                    &heading,
-                    &chunk.text,
-                ) {
-                    Some(values) => values,
-                    None => [
-                        self.text_writer.value(&heading)?,
-                        self.text_writer.value(&chunk.text)?,
-                    ],
-                };
-                chunk_stmt
-                    .execute(params![chunk.id.as_bytes(), heading_value, text_value])
-                    .map_err(sql_error(context()))?;
-                self.log("add", &chunk.id)?;
-                self.outcome.chunks_added += 1;
-            }
         }
         Ok(())
     }
@@ -1257,7 +1271,8 @@ impl BatchWriter<'_> {
             })
             .map_err(sql_error(context()))?;
         for sql in [
-            "DELETE FROM doc_chunks WHERE doc_hash = ?1",
+            "DELETE FROM doc_chunk_links
+             WHERE doc_row = (SELECT doc_row FROM documents WHERE doc_hash = ?1)",
             "DELETE FROM doc_tags WHERE doc_hash = ?1",
             "DELETE FROM documents WHERE doc_hash = ?1",
         ] {

@@ -7,22 +7,23 @@
 //! transaction commits; a host that did not write pulls the same kind of change set from the
 //! shared ledger's log (`apply_changes`). Both sides apply a change set by the same rules:
 //!
+//! - each logged chunk the change set holds is written, where the ledger lacks it (first, so
+//!   that a document's chunk list can name the chunks' rows);
 //! - each named source is set to the document it names, or deleted;
 //! - each named document is written whole (row, tags, chunk list);
 //! - a document no source holds any more after that is released;
-//! - each logged chunk is written from the change set when it holds the chunk, else deleted
-//!   when no document references it;
+//! - each other logged chunk is deleted when no document references it;
 //! - the log rows are appended and the generation set.
 //!
 //! Rows are copied, never derived, so applying a change set twice leaves the same ledger.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::texts::{TextWriter, Texts};
 use super::{Ledger, chunk_id_column, doc_hash_column, sql_error};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ids::{ChunkId, DocHash, Generation};
 use crate::ledger::{
     ChangeSet, ChunkRow, DocChunkRow, DocumentRow, LogRow, ModelRecord, ReplicaBinding,
@@ -148,7 +149,7 @@ impl Ledger {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(sql_error("begin replacing the replica"))?;
         for sql in [
-            "DELETE FROM doc_chunks",
+            "DELETE FROM doc_chunk_links",
             "DELETE FROM doc_tags",
             "DELETE FROM documents",
             "DELETE FROM chunks",
@@ -360,13 +361,16 @@ fn root_id(tx: &Transaction<'_>, root: &str) -> Result<i64> {
 }
 
 /// The module's rules, in SQLite (the log rows are the caller's).
+/// The chunks come first, so that a document's links can name their rows, and the chunks no
+/// document references any more go last.
 fn apply(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
+    write_chunks(tx, changes)?;
     let old_docs = apply_sources(tx, changes)?;
     for document in &changes.documents {
         write_document(tx, document, changes.generation)?;
     }
     release_documents(tx, old_docs)?;
-    apply_chunks(tx, changes)
+    delete_unreferenced_chunks(tx, changes)
 }
 
 /// Sets each named source to the document it names, or deletes it; returns the documents the
@@ -434,7 +438,8 @@ fn release_documents(tx: &Transaction<'_>, old_docs: BTreeSet<DocHash>) -> Resul
             .map_err(sql_error("read sources"))?;
         if !held {
             for sql in [
-                "DELETE FROM doc_chunks WHERE doc_hash = ?1",
+                "DELETE FROM doc_chunk_links
+                 WHERE doc_row = (SELECT doc_row FROM documents WHERE doc_hash = ?1)",
                 "DELETE FROM doc_tags WHERE doc_hash = ?1",
                 "DELETE FROM documents WHERE doc_hash = ?1",
             ] {
@@ -447,52 +452,44 @@ fn release_documents(tx: &Transaction<'_>, old_docs: BTreeSet<DocHash>) -> Resul
     Ok(())
 }
 
-/// Writes each logged chunk the change set holds (when missing), deletes each other logged
-/// chunk no document references, and writes every chunk of a snapshot (which has no log rows).
-fn apply_chunks(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
+/// Writes each logged chunk the change set holds, and every chunk of a snapshot (which has no
+/// log rows), where the ledger lacks it.
+fn write_chunks(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
     let mut text_writer = TextWriter::for_transaction(
         tx,
         None,
         changes.chunks.iter().map(|chunk| chunk.text.as_str()),
     )?;
-    let kept: BTreeMap<ChunkId, &ChunkRow> = changes
-        .chunks
-        .iter()
-        .map(|chunk| (chunk.chunk_id, chunk))
-        .collect();
     let logged: BTreeSet<ChunkId> = changes.log.iter().map(|row| row.chunk_id).collect();
-    for id in logged {
-        match kept.get(&id) {
-            Some(chunk) => {
-                let exists = tx
-                    .prepare_cached("SELECT 1 FROM chunks WHERE chunk_id = ?1")
-                    .and_then(|mut stmt| stmt.exists([id.as_bytes()]))
-                    .map_err(sql_error("read chunks"))?;
-                if !exists {
-                    write_chunk(tx, &mut text_writer, chunk)?;
-                }
-            }
-            None => {
-                tx.prepare_cached(
-                    "DELETE FROM chunks WHERE chunk_id = ?1
-                       AND NOT EXISTS (SELECT 1 FROM doc_chunks WHERE chunk_id = ?1)",
-                )
-                .and_then(|mut stmt| stmt.execute([id.as_bytes()]))
-                .map_err(sql_error(format!("delete chunk {id}")))?;
-            }
+    // A snapshot carries every chunk without log rows.
+    let snapshot = changes.log.is_empty();
+    for chunk in &changes.chunks {
+        if !snapshot && !logged.contains(&chunk.chunk_id) {
+            continue;
+        }
+        let exists = tx
+            .prepare_cached("SELECT 1 FROM chunks WHERE chunk_id = ?1")
+            .and_then(|mut stmt| stmt.exists([chunk.chunk_id.as_bytes()]))
+            .map_err(sql_error("read chunks"))?;
+        if !exists {
+            write_chunk(tx, &mut text_writer, chunk)?;
         }
     }
-    // A snapshot carries every chunk without log rows.
-    if changes.log.is_empty() {
-        for chunk in &changes.chunks {
-            let exists = tx
-                .prepare_cached("SELECT 1 FROM chunks WHERE chunk_id = ?1")
-                .and_then(|mut stmt| stmt.exists([chunk.chunk_id.as_bytes()]))
-                .map_err(sql_error("read chunks"))?;
-            if !exists {
-                write_chunk(tx, &mut text_writer, chunk)?;
-            }
-        }
+    Ok(())
+}
+
+/// Deletes each logged chunk the change set does not hold, once no document references it.
+fn delete_unreferenced_chunks(tx: &Transaction<'_>, changes: &ChangeSet) -> Result<()> {
+    let kept: BTreeSet<ChunkId> = changes.chunks.iter().map(|chunk| chunk.chunk_id).collect();
+    let logged: BTreeSet<ChunkId> = changes.log.iter().map(|row| row.chunk_id).collect();
+    for id in logged.difference(&kept) {
+        tx.prepare_cached(
+            "DELETE FROM chunks WHERE chunk_id = ?1
+               AND NOT EXISTS (SELECT 1 FROM doc_chunk_links l
+                               WHERE l.chunk_row = chunks.chunk_row)",
+        )
+        .and_then(|mut stmt| stmt.execute([id.as_bytes()]))
+        .map_err(sql_error(format!("delete chunk {id}")))?;
     }
     Ok(())
 }
@@ -529,53 +526,69 @@ fn write_document(
             .map_err(sql_error(context()))?;
     }
     for sql in [
-        "DELETE FROM doc_chunks WHERE doc_hash = ?1",
+        "DELETE FROM doc_chunk_links
+         WHERE doc_row = (SELECT doc_row FROM documents WHERE doc_hash = ?1)",
         "DELETE FROM doc_tags WHERE doc_hash = ?1",
     ] {
         tx.prepare_cached(sql)
             .and_then(|mut stmt| stmt.execute([doc_hash.as_bytes()]))
             .map_err(sql_error(context()))?;
     }
-    tx.prepare_cached(
-        "INSERT INTO documents (doc_hash, title, n_chunks, fields, recipe_version)
-         VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (doc_hash) DO UPDATE SET title = excluded.title,
-           n_chunks = excluded.n_chunks, fields = excluded.fields,
-           recipe_version = excluded.recipe_version",
-    )
-    .and_then(|mut stmt| {
-        stmt.execute(params![
-            doc_hash.as_bytes(),
-            document.title,
-            document.n_chunks,
-            document.fields,
-            document.recipe_version
-        ])
-    })
-    .map_err(sql_error(context()))?;
+    let doc_row: i64 = tx
+        .prepare_cached(
+            "INSERT INTO documents (doc_hash, title, n_chunks, fields, recipe_version)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (doc_hash) DO UPDATE SET title = excluded.title,
+               n_chunks = excluded.n_chunks, fields = excluded.fields,
+               recipe_version = excluded.recipe_version
+             RETURNING doc_row",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(
+                params![
+                    doc_hash.as_bytes(),
+                    document.title,
+                    document.n_chunks,
+                    document.fields,
+                    document.recipe_version
+                ],
+                |row| row.get(0),
+            )
+        })
+        .map_err(sql_error(context()))?;
     for tag in &document.tags {
         tx.prepare_cached("INSERT OR IGNORE INTO doc_tags (doc_hash, tag) VALUES (?1, ?2)")
             .and_then(|mut stmt| stmt.execute(params![doc_hash.as_bytes(), tag]))
             .map_err(sql_error(context()))?;
     }
     for chunk in &document.chunks {
-        tx.prepare_cached(
-            "INSERT INTO doc_chunks
-                (doc_hash, ordinal, chunk_id, line_start, line_end, page_start, page_end)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )
-        .and_then(|mut stmt| {
-            stmt.execute(params![
-                doc_hash.as_bytes(),
-                chunk.ordinal,
-                chunk.chunk_id.as_bytes(),
-                chunk.line_start,
-                chunk.line_end,
-                chunk.page_start,
-                chunk.page_end
-            ])
-        })
-        .map_err(sql_error(context()))?;
+        // The chunk's row is written before the documents (`apply`); a link to a chunk that
+        // neither the replica nor the change set holds is an error, never a lost link.
+        let linked = tx
+            .prepare_cached(
+                "INSERT INTO doc_chunk_links
+                    (doc_row, ordinal, chunk_row, line_start, line_end, page_start, page_end)
+                 SELECT ?1, ?2, chunk_row, ?4, ?5, ?6, ?7 FROM chunks WHERE chunk_id = ?3",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    doc_row,
+                    chunk.ordinal,
+                    chunk.chunk_id.as_bytes(),
+                    chunk.line_start,
+                    chunk.line_end,
+                    chunk.page_start,
+                    chunk.page_end
+                ])
+            })
+            .map_err(sql_error(context()))?;
+        if linked != 1 {
+            return Err(Error::LedgerDamaged(format!(
+                "document {doc_hash} of the shared ledger names chunk {}, which neither this \
+                 replica nor the shared ledger's change holds",
+                chunk.chunk_id
+            )));
+        }
     }
     Ok(())
 }

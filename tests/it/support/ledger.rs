@@ -165,9 +165,11 @@ pub fn stored_text(conn: &Connection, value: rusqlite::types::ValueRef<'_>) -> S
 }
 
 /// Rewrites every compressed chunk text of the ledger at `path` as plain TEXT and drops the
-/// dictionaries, as every ledger before schema 12 kept them: for tests that make an older
-/// ledger, or alter a chunk's text with SQL.
+/// dictionaries, as every ledger before schema 12 kept them, and keeps which chunks a document
+/// holds by their hashes, as before schema 13 (`store_links_by_hash`): for tests that make an
+/// older ledger, or alter a chunk or its links with SQL.
 pub fn store_texts_plain(path: &Path) {
+    store_links_by_hash(path);
     let conn = Connection::open(path).expect("open the ledger");
     let rows: Vec<(Vec<u8>, String, String)> = {
         let mut stmt = conn
@@ -196,4 +198,64 @@ pub fn store_texts_plain(path: &Path) {
          DELETE FROM meta WHERE name = 'text_dictionary';",
     )
     .expect("drop the dictionaries");
+}
+
+/// Makes the ledger at `path` keep documents, chunks and the links between them as schema 12
+/// did: `doc_chunks` a table of hashes (not a view of `doc_chunk_links`), `documents` keyed by
+/// hash, `chunks` without a numbered row. Every row keeps its values; a ledger already so is
+/// left as it is.
+pub fn store_links_by_hash(path: &Path) {
+    let conn = Connection::open(path).expect("open the ledger");
+    let is_view: bool = conn
+        .query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'view' AND name = 'doc_chunks'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("read the schema");
+    if !is_view {
+        return;
+    }
+    conn.execute_batch(
+        "BEGIN;
+         CREATE TABLE doc_chunks_keyed (
+             doc_hash   BLOB NOT NULL,
+             ordinal    INTEGER NOT NULL,
+             chunk_id   BLOB NOT NULL,
+             line_start INTEGER NOT NULL,
+             line_end   INTEGER NOT NULL,
+             page_start INTEGER,
+             page_end   INTEGER,
+             PRIMARY KEY (doc_hash, ordinal)
+         ) WITHOUT ROWID;
+         INSERT INTO doc_chunks_keyed SELECT * FROM doc_chunks;
+         DROP VIEW doc_chunks;
+         DROP TABLE doc_chunk_links;
+         ALTER TABLE doc_chunks_keyed RENAME TO doc_chunks;
+         CREATE INDEX doc_chunks_by_chunk ON doc_chunks(chunk_id);
+         CREATE TABLE documents_keyed (
+             doc_hash       BLOB PRIMARY KEY,
+             title          TEXT,
+             n_chunks       INTEGER NOT NULL,
+             fields         TEXT,
+             recipe_version INTEGER NOT NULL DEFAULT 0
+         ) WITHOUT ROWID;
+         INSERT INTO documents_keyed
+             SELECT doc_hash, title, n_chunks, fields, recipe_version FROM documents;
+         DROP TABLE documents;
+         ALTER TABLE documents_keyed RENAME TO documents;
+         CREATE TABLE chunks_plain (
+             chunk_id BLOB NOT NULL,
+             heading  TEXT NOT NULL,
+             text     TEXT NOT NULL
+         );
+         INSERT INTO chunks_plain (rowid, chunk_id, heading, text)
+             SELECT chunk_row, chunk_id, heading, text FROM chunks;
+         DROP TABLE chunks;
+         ALTER TABLE chunks_plain RENAME TO chunks;
+         CREATE UNIQUE INDEX chunks_by_id ON chunks(chunk_id);
+         UPDATE meta SET value = min(value, 12) WHERE name = 'schema_version';
+         COMMIT;",
+    )
+    .expect("keep the links by hash");
 }

@@ -1,0 +1,219 @@
+//! Which chunks a document is made of, kept by row numbers (schema 13): an older ledger's links
+//! are upgraded whole, a damaged one is refused, a killed upgrade leaves the older ledger, and
+//! a `VACUUM` renumbers nothing.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+
+use crate::crash::assert_crashed_at;
+use crate::support::ledger::store_links_by_hash;
+use crate::support::{Env, clean_export};
+
+/// The crash point inside a schema upgrade's transaction, visited below.
+pub const SCHEMA_POINTS: &[&str] = &["schema.before_commit"];
+
+/// Every link as a reader sees it: `(doc_hash, ordinal, chunk_id, lines, pages)`, in order.
+type Links = Vec<(Vec<u8>, i64, Vec<u8>, i64, i64, Option<i64>, Option<i64>)>;
+
+fn links(ledger: &Path) -> Links {
+    let conn = Connection::open(ledger).expect("open the ledger");
+    let mut stmt = conn
+        .prepare(
+            "SELECT doc_hash, ordinal, chunk_id, line_start, line_end, page_start, page_end
+             FROM doc_chunks ORDER BY doc_hash, ordinal",
+        )
+        .expect("prepare");
+    stmt.query_map([], |row| {
+        Ok((
+            row.get(0)?,
+            row.get(1)?,
+            row.get(2)?,
+            row.get(3)?,
+            row.get(4)?,
+            row.get(5)?,
+            row.get(6)?,
+        ))
+    })
+    .expect("query")
+    .collect::<Result<_, _>>()
+    .expect("read links")
+}
+
+fn schema_version(ledger: &Path) -> i64 {
+    Connection::open(ledger)
+        .expect("open the ledger")
+        .query_row(
+            "SELECT value FROM meta WHERE name = 'schema_version'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("schema version")
+}
+
+/// What searches answer, sources and line ranges included.
+fn answers(env: &Env) -> Vec<serde_json::Value> {
+    [
+        "rotate the signing key",
+        "backups",
+        "dead letter queue",
+        "FAQ",
+    ]
+    .iter()
+    .map(|query| {
+        let mut answer = env.search(query, 5);
+        // The run that made the store, and when, are not what is compared.
+        if let Some(object) = answer.as_object_mut() {
+            object.retain(|name, _| name == "hits");
+        }
+        answer
+    })
+    .collect()
+}
+
+/// A store of `sample_docs` whose ledger keeps its links as schema 12 did.
+fn schema_12_store() -> Env {
+    let env = Env::sample();
+    env.ingest();
+    store_links_by_hash(&env.store.join("ledger.sqlite"));
+    assert_eq!(schema_version(&env.store.join("ledger.sqlite")), 12);
+    env
+}
+
+#[test]
+fn a_schema_12_ledger_is_upgraded_with_every_link_and_chunk_row_kept() {
+    let env = schema_12_store();
+    let ledger = env.store.join("ledger.sqlite");
+    let before_links = links(&ledger);
+    assert!(!before_links.is_empty());
+    let rows_of = |sql: &str| -> Vec<(Vec<u8>, i64)> {
+        let conn = Connection::open(&ledger).expect("open the ledger");
+        let mut stmt = conn.prepare(sql).expect("prepare");
+        stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("read rows")
+    };
+    let chunk_rows = rows_of("SELECT chunk_id, rowid FROM chunks ORDER BY chunk_id");
+    // A reader reads the older ledger as it is.
+    let before_answers = answers(&env);
+    let before_export = env.export();
+    assert_eq!(schema_version(&ledger), 12, "a reader upgraded the ledger");
+
+    // A writer upgrades it; with nothing changed, it writes no chunk.
+    let report = env.ingest();
+    assert_eq!(report["chunks"]["added"], 0, "{report}");
+    assert_eq!(schema_version(&ledger), groundidx::ledger::SCHEMA_VERSION);
+    assert_eq!(links(&ledger), before_links);
+    assert_eq!(
+        rows_of("SELECT chunk_id, chunk_row FROM chunks ORDER BY chunk_id"),
+        chunk_rows,
+        "the chunks were numbered anew"
+    );
+    assert_eq!(answers(&env), before_answers);
+    assert_eq!(env.export(), before_export);
+    env.assert_verified();
+
+    // And the upgraded ledger takes changes as a new one does.
+    std::fs::remove_file(env.docs.join("handbook/backups.md")).expect("delete");
+    env.write(
+        "notes/new.md",
+        "# New\n\nA page written after the upgrade.\n",
+    );
+    env.ingest();
+    env.assert_verified();
+    assert_eq!(env.export(), clean_export(&env.docs));
+}
+
+#[test]
+fn a_link_to_a_missing_chunk_fails_the_upgrade_and_leaves_the_ledger_as_it_was() {
+    let env = schema_12_store();
+    let ledger = env.store.join("ledger.sqlite");
+    {
+        let conn = Connection::open(&ledger).expect("open the ledger");
+        let deleted = conn
+            .execute(
+                "DELETE FROM chunks WHERE rowid = (SELECT min(rowid) FROM chunks)",
+                [],
+            )
+            .expect("delete a chunk");
+        assert_eq!(deleted, 1);
+    }
+    let before = links(&ledger);
+    let docs = env.docs.to_str().expect("utf-8");
+    let output = env.run(&["ingest", docs, "--json"]);
+    assert!(!output.status.success(), "a damaged ledger was upgraded");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("schema version 13") && stderr.contains("NOT NULL"),
+        "the error does not say what failed: {stderr}"
+    );
+    assert_eq!(schema_version(&ledger), 12);
+    assert_eq!(
+        links(&ledger),
+        before,
+        "the failed upgrade changed the links"
+    );
+}
+
+#[test]
+fn an_upgrade_killed_before_its_commit_leaves_the_older_ledger_and_the_next_run_upgrades_it() {
+    let env = schema_12_store();
+    let ledger = env.store.join("ledger.sqlite");
+    let before = links(&ledger);
+    let point = SCHEMA_POINTS[0];
+    let docs = env.docs.to_str().expect("utf-8");
+    let output = env
+        .command(&["ingest", docs, "--json"])
+        .env(groundidx::crash::CRASH_ENV, point)
+        .output()
+        .expect("run groundidx");
+    assert_crashed_at(&output, point);
+    assert_eq!(schema_version(&ledger), 12);
+    assert_eq!(links(&ledger), before);
+    env.ingest();
+    assert_eq!(schema_version(&ledger), groundidx::ledger::SCHEMA_VERSION);
+    assert_eq!(links(&ledger), before);
+    env.assert_verified();
+    assert_eq!(env.export(), clean_export(&env.docs));
+}
+
+/// The links name rows by `chunk_row` and `doc_row`, which alias the rowid: a `VACUUM` (which
+/// renumbers the rows of a table without such an alias, closing the gaps that deleted rows
+/// left) keeps every link pointing at its own document and chunk.
+#[test]
+fn a_vacuum_renumbers_nothing_the_links_name() {
+    let env = Env::sample();
+    env.ingest();
+    // Gaps in both tables' rows: documents and chunks removed from the start and the middle.
+    for path in ["handbook/backups.md", "notes/faq.md"] {
+        std::fs::remove_file(env.docs.join(path)).expect("delete");
+    }
+    env.ingest();
+    env.write("notes/later.md", "# Later\n\nWritten after the gaps.\n");
+    env.ingest();
+    let ledger = env.store.join("ledger.sqlite");
+    let before_links = links(&ledger);
+    let before_answers = answers(&env);
+    let gaps: i64 = Connection::open(&ledger)
+        .expect("open the ledger")
+        .query_row(
+            "SELECT (SELECT max(chunk_row) - count(*) FROM chunks)
+                  + (SELECT max(doc_row) - count(*) FROM documents)",
+            [],
+            |row| row.get(0),
+        )
+        .expect("count the gaps");
+    assert!(gaps > 0, "the test needs rows missing below the last");
+    Connection::open(&ledger)
+        .expect("open the ledger")
+        .execute_batch("VACUUM")
+        .expect("vacuum");
+    assert_eq!(links(&ledger), before_links);
+    assert_eq!(answers(&env), before_answers);
+    env.assert_verified();
+    env.write("notes/after.md", "# After\n\nWritten after the vacuum.\n");
+    env.ingest();
+    env.assert_verified();
+    assert_eq!(env.export(), clean_export(&env.docs));
+}
