@@ -15,7 +15,7 @@ use crate::support::{Env, parse_export};
 
 /// Writes `files` Markdown pages of a few kilobytes each, every one different, into the env's
 /// docs: together far more than the text a dictionary is trained from (256 KiB).
-fn write_pages(env: &Env, files: usize) {
+pub fn write_pages(env: &Env, files: usize) {
     let words = [
         "rotate",
         "the",

@@ -217,3 +217,42 @@ fn a_vacuum_renumbers_nothing_the_links_name() {
     env.assert_verified();
     assert_eq!(env.export(), clean_export(&env.docs));
 }
+
+/// A ledger made before schema 12 (`auto_vacuum = NONE`) cannot give free pages back one by
+/// one, and its upgrade copies the documents, chunks and links, freeing about half the file:
+/// the run that upgrades it rewrites it once with `VACUUM`, after which it gives pages back as
+/// a new ledger does, and the file is smaller than before the upgrade.
+#[test]
+fn an_older_ledger_is_rewritten_once_without_the_pages_its_upgrade_freed() {
+    let env = Env::empty();
+    crate::compressed_text::write_pages(&env, 300);
+    env.ingest();
+    let ledger = env.store.join("ledger.sqlite");
+    store_links_by_hash(&ledger);
+    Connection::open(&ledger)
+        .expect("open the ledger")
+        .execute_batch("PRAGMA auto_vacuum = NONE; VACUUM;")
+        .expect("make the ledger one that keeps its free pages");
+    let pragma = |name: &str| -> i64 {
+        Connection::open(&ledger)
+            .expect("open the ledger")
+            .query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
+            .expect("read a pragma")
+    };
+    assert_eq!(pragma("auto_vacuum"), 0);
+    let size = || std::fs::metadata(&ledger).expect("the ledger").len();
+    let before = size();
+
+    env.ingest();
+    assert_eq!(schema_version(&ledger), groundidx::ledger::SCHEMA_VERSION);
+    assert_eq!(pragma("auto_vacuum"), 2, "the ledger was not rewritten");
+    let (free, pages) = (pragma("freelist_count"), pragma("page_count"));
+    assert!(free * 32 < pages, "{free} of {pages} pages are free");
+    assert!(
+        size() < before,
+        "{} bytes after the upgrade, {before} before",
+        size()
+    );
+    env.assert_verified();
+    assert_eq!(env.export(), clean_export(&env.docs));
+}

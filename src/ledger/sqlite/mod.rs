@@ -747,19 +747,31 @@ impl Ledger {
 /// run's end is recorded, when there are 16 or more and they are a 32nd of the file or more
 /// (so never after a run that changed little). A run's log rows are written with its chunks
 /// and deleted once the index has them: a cold ingest left 7 % of its ledger as free pages,
-/// which later runs would reuse but a new store should not carry. Only a ledger made with
-/// `auto_vacuum = INCREMENTAL` (every one made since schema 12) can give pages back; for the
-/// others the pragma does nothing.
+/// which later runs would reuse but a new store should not carry. A ledger made with
+/// `auto_vacuum = INCREMENTAL` (every one made since schema 12) gives them back page by page.
+///
+/// An older ledger (`auto_vacuum = NONE`) cannot, until one `VACUUM` rewrites it with the
+/// setting; that is done once a quarter of it is free, which the upgrade to schema 13 leaves
+/// (it copies the documents, chunks and links, and half the file was free after it), and
+/// rarely anything else. A `VACUUM` that fails (a full disk) leaves the ledger as it was.
 fn give_free_pages_back(conn: &mut Connection) -> Result<()> {
     let context = "give free pages back";
-    let (free, total): (i64, i64) = conn
+    let (free, total, auto_vacuum): (i64, i64, i64) = conn
         .query_row(
-            "SELECT f.freelist_count, p.page_count FROM pragma_freelist_count f, pragma_page_count p",
+            "SELECT f.freelist_count, p.page_count, a.auto_vacuum
+             FROM pragma_freelist_count f, pragma_page_count p, pragma_auto_vacuum a",
             [],
-            |row| Ok((row.get(0)?, row.get(1)?)),
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
         )
         .map_err(sql_error(context))?;
     if free < 16 || free * 32 < total {
+        return Ok(());
+    }
+    if auto_vacuum == 0 {
+        if free * 4 >= total {
+            conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")
+                .map_err(sql_error("rewrite the ledger without its free pages"))?;
+        }
         return Ok(());
     }
     let tx = conn
