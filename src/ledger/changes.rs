@@ -7,11 +7,11 @@
 //! transaction commits; a host that did not write pulls the same kind of change set from the
 //! shared ledger's log (`apply_changes`). Both sides apply a change set by the same rules:
 //!
+//! - each logged chunk the change set holds is written, where the ledger lacks it;
 //! - each named source is set to the document it names, or deleted;
 //! - each named document is written whole (row, tags, chunk list);
 //! - a document no source holds any more after that is released;
-//! - each logged chunk is written from the change set when it holds the chunk, else deleted
-//!   when no document references it;
+//! - each other logged chunk is deleted when no document references it;
 //! - the log rows are appended and the generation set.
 //!
 //! Rows are copied, never derived, so applying a change set twice leaves the same ledger.

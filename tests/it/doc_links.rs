@@ -1,6 +1,7 @@
 //! Which chunks a document is made of, kept by row numbers (schema 13): an older ledger's links
-//! are upgraded whole, a damaged one is refused, a killed upgrade leaves the older ledger, and
-//! a `VACUUM` renumbers nothing.
+//! are upgraded whole, a damaged one is refused, a killed upgrade leaves the older ledger, the
+//! row numbers are the tables' primary keys (which no `VACUUM` renumbers), and a row number
+//! freed and taken again names only its new row.
 
 use std::path::Path;
 
@@ -51,24 +52,38 @@ fn schema_version(ledger: &Path) -> i64 {
         .expect("schema version")
 }
 
-/// What searches answer, sources and line ranges included.
+/// What searches answer, sources and line ranges included, with and without filters (which
+/// read the links' short keys since schema 13, the chunk IDs before).
 fn answers(env: &Env) -> Vec<serde_json::Value> {
-    [
+    let mut answers = Vec::new();
+    for query in [
         "rotate the signing key",
         "backups",
         "dead letter queue",
         "FAQ",
-    ]
-    .iter()
-    .map(|query| {
-        let mut answer = env.search(query, 5);
-        // The run that made the store, and when, are not what is compared.
-        if let Some(object) = answer.as_object_mut() {
-            object.retain(|name, _| name == "hits");
+    ] {
+        for filter in [
+            &[][..],
+            &["--path", "handbook/"][..],
+            &["--tag", "operations"][..],
+        ] {
+            let mut args = vec!["search", query, "--json", "--top-k", "5"];
+            args.extend_from_slice(filter);
+            let mut answer = env.json(&args);
+            // The run that made the store, and when, are not what is compared.
+            if let Some(object) = answer.as_object_mut() {
+                object.retain(|name, _| name == "hits");
+            }
+            answers.push(answer);
         }
-        answer
-    })
-    .collect()
+    }
+    assert!(
+        answers.iter().any(|answer| answer["hits"]
+            .as_array()
+            .is_some_and(|hits| !hits.is_empty())),
+        "no search found anything to compare"
+    );
+    answers
 }
 
 /// A store of `sample_docs` whose ledger keeps its links as schema 12 did.
@@ -145,7 +160,9 @@ fn a_link_to_a_missing_chunk_fails_the_upgrade_and_leaves_the_ledger_as_it_was()
     assert!(!output.status.success(), "a damaged ledger was upgraded");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("schema version 13") && stderr.contains("NOT NULL"),
+        stderr.contains("the ledger is damaged")
+            && stderr.contains("schema version 13")
+            && stderr.contains("NOT NULL"),
         "the error does not say what failed: {stderr}"
     );
     assert_eq!(schema_version(&ledger), 12);
@@ -205,6 +222,26 @@ fn a_vacuum_renumbers_nothing_the_links_name() {
         )
         .expect("count the gaps");
     assert!(gaps > 0, "the test needs rows missing below the last");
+    // What keeps a `VACUUM` from renumbering them: each is its table's INTEGER PRIMARY KEY,
+    // the rowid's alias (SQLite may renumber the rowids of a table without one).
+    let conn = Connection::open(&ledger).expect("open the ledger");
+    for (table, column) in [("chunks", "chunk_row"), ("documents", "doc_row")] {
+        let keys: Vec<(String, String)> = conn
+            .prepare(&format!(
+                "SELECT name, type FROM pragma_table_info('{table}') WHERE pk > 0"
+            ))
+            .expect("prepare")
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("read the primary key");
+        assert_eq!(
+            keys,
+            [(column.to_string(), "INTEGER".to_string())],
+            "{table}"
+        );
+    }
+    drop(conn);
     Connection::open(&ledger)
         .expect("open the ledger")
         .execute_batch("VACUUM")
@@ -255,4 +292,57 @@ fn an_older_ledger_is_rewritten_once_without_the_pages_its_upgrade_freed() {
     );
     env.assert_verified();
     assert_eq!(env.export(), clean_export(&env.docs));
+}
+
+/// A document and chunks with the highest row numbers removed, then others added: SQLite gives
+/// the new rows the freed numbers, and every link names its own row, not the one that had the
+/// number before.
+#[test]
+fn row_numbers_freed_and_taken_again_name_only_their_new_rows() {
+    let env = Env::sample();
+    env.ingest();
+    env.write(
+        "zz/last.md",
+        "# Last\n\nWritten last, so its rows are numbered last.\n\n## More\n\nA second part.\n",
+    );
+    env.ingest();
+    let ledger = env.store.join("ledger.sqlite");
+    let highest = || -> (i64, i64) {
+        Connection::open(&ledger)
+            .expect("open the ledger")
+            .query_row(
+                "SELECT (SELECT max(doc_row) FROM documents), (SELECT max(chunk_row) FROM chunks)",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .expect("read the highest rows")
+    };
+    let before = highest();
+    std::fs::remove_file(env.docs.join("zz/last.md")).expect("delete");
+    env.ingest();
+    assert!(highest().0 < before.0 && highest().1 < before.1);
+    env.write(
+        "zz/next.md",
+        "# Next\n\nOther words in the freed rows.\n\n## Again\n\nAnd a second part.\n",
+    );
+    env.ingest();
+    assert_eq!(
+        highest(),
+        before,
+        "the freed row numbers were not taken again"
+    );
+    env.assert_verified();
+    assert_eq!(env.export(), clean_export(&env.docs));
+    let hits = env.json(&["search", "freed rows", "--json", "--path", "zz/"]);
+    let paths: Vec<&str> = hits["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .flat_map(|hit| hit["paths"].as_array().expect("paths"))
+        .map(|path| path.as_str().expect("a path"))
+        .collect();
+    assert!(
+        !paths.is_empty() && paths.iter().all(|path| *path == "zz/next.md"),
+        "{hits}"
+    );
 }

@@ -100,13 +100,25 @@ impl Ledger {
         } else {
             "NULL"
         };
-        let sql = format!(
-            "SELECT dc.chunk_id, s.path, {fields} FROM doc_chunks dc
-             JOIN sources s ON s.doc_hash = dc.doc_hash
-             JOIN roots r ON r.root_id = s.root_id
-             JOIN documents d ON d.doc_hash = s.doc_hash
-             WHERE 1 = 1{conditions}"
-        );
+        // Since schema 13 the links hold each chunk's short key: the filter reads them alone,
+        // not the chunks' rows (their text), which `doc_chunks`, a view, would join.
+        let sql = if self.has_links {
+            format!(
+                "SELECT l.short_key, s.path, {fields} FROM doc_chunk_links l
+                 JOIN documents d ON d.doc_row = l.doc_row
+                 JOIN sources s ON s.doc_hash = d.doc_hash
+                 JOIN roots r ON r.root_id = s.root_id
+                 WHERE 1 = 1{conditions}"
+            )
+        } else {
+            format!(
+                "SELECT dc.chunk_id, s.path, {fields} FROM doc_chunks dc
+                 JOIN sources s ON s.doc_hash = dc.doc_hash
+                 JOIN roots r ON r.root_id = s.root_id
+                 JOIN documents d ON d.doc_hash = s.doc_hash
+                 WHERE 1 = 1{conditions}"
+            )
+        };
         let mut stmt = self
             .conn
             .prepare(&sql)
@@ -119,11 +131,14 @@ impl Ledger {
             let path: String = row.get(1).map_err(sql_error("filter chunks"))?;
             let fields = fields_of(row.get(2).map_err(sql_error("filter chunks"))?);
             if checks.passes(&path, None, &fields) {
-                keys.insert(
+                let key = if self.has_links {
+                    row.get::<_, i64>(0).map_err(sql_error("filter chunks"))? as u64
+                } else {
                     chunk_id_column(row, 0)
                         .map_err(sql_error("filter chunks"))?
-                        .short(),
-                );
+                        .short()
+                };
+                keys.insert(key);
             }
         }
         Ok(keys)

@@ -1,7 +1,8 @@
 //! The SQLite ledger: a store's own source of truth, or a host's replica of the shared ledger.
 //!
 //! It holds which paths exist (`sources`, with the stat cache), which content each has
-//! (`documents`), which chunks each document is made of (`doc_chunks`), the chunk texts
+//! (`documents`), which chunks each document is made of (`doc_chunk_links`, by row numbers,
+//! and `doc_chunks`, a view of it with the hashes, which readers query), the chunk texts
 //! (`chunks`), the outbox of chunk changes per generation (`chunk_log`), the ingest runs, the
 //! embedding models and vectors (`vectors`), and the agent path's idempotency keys, audit events
 //! and usage events (`keys`). A replica applies the shared ledger's change sets (`replica`).
@@ -50,6 +51,9 @@ pub struct Ledger {
     has_pages: bool,
     /// Whether its sources record the generation they hold their content from (schema 10).
     has_since: bool,
+    /// Whether a document's chunks are `doc_chunk_links` by row number, with each chunk's short
+    /// key (schema 13), rather than a table of hashes.
+    has_links: bool,
     /// Reads the chunk text values, compressed or not (`texts`).
     texts: Texts,
 }
@@ -153,12 +157,16 @@ impl Ledger {
         let has_since = conn
             .prepare("SELECT since_generation FROM sources LIMIT 0")
             .is_ok();
+        let has_links = conn
+            .prepare("SELECT short_key FROM doc_chunk_links LIMIT 0")
+            .is_ok();
         Ok(Ledger {
             conn,
             path: path.to_path_buf(),
             immutable,
             has_pages,
             has_since,
+            has_links,
             texts: Texts::default(),
         })
     }
@@ -771,6 +779,10 @@ fn give_free_pages_back(conn: &mut Connection) -> Result<()> {
         if free * 4 >= total {
             conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")
                 .map_err(sql_error("rewrite the ledger without its free pages"))?;
+            // The rewrite went through the write-ahead log, which is now the ledger's size:
+            // emptied here (when no reader holds it), not when the last connection closes.
+            conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+                .map_err(sql_error("empty the write-ahead log"))?;
         }
         return Ok(());
     }
@@ -1192,8 +1204,9 @@ impl BatchWriter<'_> {
             .tx
             .prepare_cached(
                 "INSERT INTO doc_chunk_links
-                    (doc_row, ordinal, chunk_row, line_start, line_end, page_start, page_end)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    (doc_row, ordinal, chunk_row, short_key, line_start, line_end, page_start,
+                     page_end)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )
             .map_err(sql_error(context()))?;
         let mut held_stmt = self
@@ -1242,6 +1255,7 @@ impl BatchWriter<'_> {
                     doc_row,
                     chunk.ordinal,
                     chunk_row,
+                    chunk.id.short() as i64,
                     chunk.lines.0,
                     chunk.lines.1,
                     chunk.pages.map(|pages| pages.0),

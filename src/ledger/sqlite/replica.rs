@@ -567,8 +567,9 @@ fn write_document(
         let linked = tx
             .prepare_cached(
                 "INSERT INTO doc_chunk_links
-                    (doc_row, ordinal, chunk_row, line_start, line_end, page_start, page_end)
-                 SELECT ?1, ?2, chunk_row, ?4, ?5, ?6, ?7 FROM chunks WHERE chunk_id = ?3",
+                    (doc_row, ordinal, chunk_row, short_key, line_start, line_end, page_start,
+                     page_end)
+                 SELECT ?1, ?2, chunk_row, ?8, ?4, ?5, ?6, ?7 FROM chunks WHERE chunk_id = ?3",
             )
             .and_then(|mut stmt| {
                 stmt.execute(params![
@@ -578,14 +579,16 @@ fn write_document(
                     chunk.line_start,
                     chunk.line_end,
                     chunk.page_start,
-                    chunk.page_end
+                    chunk.page_end,
+                    chunk.chunk_id.short() as i64
                 ])
             })
             .map_err(sql_error(context()))?;
         if linked != 1 {
             return Err(Error::LedgerDamaged(format!(
                 "document {doc_hash} of the shared ledger names chunk {}, which neither this \
-                 replica nor the shared ledger's change holds",
+                 replica nor the shared ledger's change holds (a new replica, `sync` into an \
+                 empty store, copies the shared ledger whole)",
                 chunk.chunk_id
             )));
         }

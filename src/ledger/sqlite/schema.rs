@@ -46,6 +46,9 @@ const MIGRATIONS: &[(i64, &str)] = &[
 /// and B-trees that outgrew the page cache at 100k. Now both are written in order as a cold
 /// ingest appends documents and chunks.
 ///
+/// Each link also holds its chunk's short key (`short_key`, a function the upgrade registers),
+/// which a filtered search reads (`Ledger::chunks_matching`).
+///
 /// `doc_chunks` stays, as a view with its old columns: every query that reads it reads an
 /// older ledger's table the same way. A link whose document or chunk is missing (a damaged
 /// ledger) fails the upgrade on its `NOT NULL` instead of vanishing.
@@ -75,6 +78,9 @@ CREATE TABLE doc_chunk_links (
     doc_row    INTEGER NOT NULL,
     ordinal    INTEGER NOT NULL,
     chunk_row  INTEGER NOT NULL,
+    -- The chunk's short key (`ChunkId::short`), what a filtered search gives the index: read
+    -- here, a filter passes over the links alone, not over the chunks' rows and their text.
+    short_key  INTEGER NOT NULL,
     line_start INTEGER NOT NULL,
     line_end   INTEGER NOT NULL,
     page_start INTEGER,
@@ -82,7 +88,8 @@ CREATE TABLE doc_chunk_links (
     PRIMARY KEY (doc_row, ordinal)
 ) WITHOUT ROWID;
 INSERT INTO doc_chunk_links
-    SELECT d.doc_row, l.ordinal, c.chunk_row, l.line_start, l.line_end, l.page_start, l.page_end
+    SELECT d.doc_row, l.ordinal, c.chunk_row, short_key(c.chunk_id),
+           l.line_start, l.line_end, l.page_start, l.page_end
     FROM doc_chunks l
     LEFT JOIN documents_by_row d ON d.doc_hash = l.doc_hash
     LEFT JOIN chunks_numbered c ON c.chunk_id = l.chunk_id
@@ -448,9 +455,18 @@ pub(crate) fn create_or_upgrade(conn: &mut Connection, path: &std::path::Path) -
     if from == SCHEMA_VERSION {
         return tx.commit().map_err(sql_error("create schema"));
     }
+    register_short_key(&tx)?;
     for (version, sql) in MIGRATIONS.iter().filter(|(version, _)| *version > from) {
         let context = || format!("upgrade {} to schema version {version}", path.display());
-        tx.execute_batch(sql).map_err(sql_error(context()))?;
+        tx.execute_batch(sql).map_err(|err| {
+            // A copied table's NOT NULL fails where a row names another the ledger lacks (a
+            // link to a missing chunk): damage the upgrade found, not a failure of its own.
+            if err.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) {
+                Error::LedgerDamaged(format!("{}: {err}", context()))
+            } else {
+                sql_error(context())(err)
+            }
+        })?;
         tx.execute(
             "UPDATE meta SET value = ?1 WHERE name = 'schema_version'",
             [version],
@@ -459,6 +475,30 @@ pub(crate) fn create_or_upgrade(conn: &mut Connection, path: &std::path::Path) -
     }
     crate::crash::crash_point("schema.before_commit");
     tx.commit().map_err(sql_error("upgrade schema"))
+}
+
+/// `short_key(chunk_id)`: the chunk ID's short key (`ChunkId::short`) as SQLite's integer,
+/// NULL for NULL (so that a link to a missing chunk fails its `NOT NULL`).
+fn register_short_key(conn: &Connection) -> Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "short_key",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| match ctx.get_raw(0) {
+            rusqlite::types::ValueRef::Null => Ok(None),
+            rusqlite::types::ValueRef::Blob(bytes) => {
+                let id = crate::ids::ChunkId::from_slice(bytes).ok_or_else(|| {
+                    rusqlite::Error::UserFunctionError("a chunk ID of another length".into())
+                })?;
+                Ok(Some(id.short() as i64))
+            }
+            _ => Err(rusqlite::Error::UserFunctionError(
+                "a chunk ID that is not a BLOB".into(),
+            )),
+        },
+    )
+    .map_err(sql_error("register short_key"))
 }
 
 /// Checks a ledger opened for reading only.
