@@ -35,6 +35,12 @@ pub struct VerifyReport {
     /// read at all (a damaged compressed value): what would be served is not the passage the
     /// ID names.
     pub altered_in_ledger: Vec<String>,
+    /// Entries of documents' chunk lists that name a document or chunk the ledger lacks:
+    /// damage no writer leaves (a row deleted by hand), which `rebuild` cannot mend.
+    pub broken_links_in_ledger: u64,
+    /// Ledger chunks no document references: damage too (a writer removes a chunk with the
+    /// last document that holds it).
+    pub unreferenced_in_ledger: Vec<String>,
     /// Ledger chunks an older groundidx made (IDs of whitespace-folded text, so the text served
     /// may be another whitespace variant than the files hold): the next ingest of their folders
     /// chunks their documents again.
@@ -150,6 +156,8 @@ struct LedgerSnapshot {
     logged_since_index: HashSet<String>,
     altered: Vec<String>,
     outdated: u64,
+    broken_links: u64,
+    unreferenced: Vec<String>,
 }
 
 /// Every chunk's ID recomputed from its stored heading path and text (in the caller's read
@@ -196,7 +204,10 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
         let (index_generation, index_ids) = (snapshot.generation(), snapshot.chunk_ids()?);
         let ledger = reader.ledger()?.read_snapshot(|ledger| {
             let (ids, altered, outdated) = recompute_ids(ledger)?;
+            let (broken_links, unreferenced) = ledger.link_damage()?;
             Ok(LedgerSnapshot {
+                broken_links,
+                unreferenced: unreferenced.iter().map(ChunkId::to_hex).collect(),
                 generation: ledger.generation()?,
                 ids,
                 altered,
@@ -236,7 +247,11 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
         .collect();
     extra.dedup();
 
-    let text_matches_ids = ledger.altered.is_empty() && ledger.outdated == 0;
+    // The ledger as its own writer leaves it: every text hashes to its ID, every link holds.
+    let ledger_sound = ledger.altered.is_empty()
+        && ledger.outdated == 0
+        && ledger.broken_links == 0
+        && ledger.unreferenced.is_empty();
     let index_identical = missing.is_empty() && extra.is_empty() && duplicated.is_empty();
     let index_lags = !index_identical
         && index_generation < ledger_generation
@@ -249,10 +264,10 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
     let vectors = verify_vectors(reader)?;
     let vectors_identical = vectors.as_ref().is_none_or(|v| v.identical);
     let vectors_lag = vectors.as_ref().is_some_and(|v| v.lag_only);
-    let identical = index_identical && vectors_identical && text_matches_ids;
+    let identical = index_identical && vectors_identical && ledger_sound;
     // A chunk whose text does not hash to its ID is no lag: no writer's replay changes it.
     let lag_only = !identical
-        && text_matches_ids
+        && ledger_sound
         && (index_identical || index_lags)
         && (vectors_identical || vectors_lag);
     Ok(VerifyReport {
@@ -265,6 +280,8 @@ pub fn verify(reader: &StoreReader) -> Result<VerifyReport> {
         extra_in_index: extra,
         duplicated_in_index: duplicated,
         altered_in_ledger: ledger.altered,
+        broken_links_in_ledger: ledger.broken_links,
+        unreferenced_in_ledger: ledger.unreferenced,
         outdated_in_ledger: ledger.outdated,
         lag_only,
         identical,

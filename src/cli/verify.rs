@@ -51,10 +51,20 @@ pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
                 "text does not hash to its ID in the ledger",
                 &report.altered_in_ledger,
             ),
+            (
+                "no document references it in the ledger",
+                &report.unreferenced_in_ledger,
+            ),
         ] {
             for id in ids {
                 output::line(format!("{what}: {id}"))?;
             }
+        }
+        if report.broken_links_in_ledger > 0 {
+            output::line(format!(
+                "ledger  {} entries of documents' chunk lists name a document or chunk it lacks",
+                report.broken_links_in_ledger
+            ))?;
         }
         if report.outdated_in_ledger > 0 {
             output::line(format!(
@@ -112,7 +122,10 @@ pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
             // Only the replica differs; said above.
         } else if report.lag_only || report.vectors.as_ref().is_some_and(|v| v.lag_only) {
             output::line("index lags the ledger; the next ingest or `groundidx rebuild` heals it")?;
-        } else if !report.altered_in_ledger.is_empty() {
+        } else if !report.altered_in_ledger.is_empty()
+            || report.broken_links_in_ledger > 0
+            || !report.unreferenced_in_ledger.is_empty()
+        {
             // `rebuild` makes the index from the ledger: it cannot mend the ledger's text.
             output::line(
                 "differs: the ledger was altered outside groundidx\nhint: make the store again (move its folder away, then `groundidx ingest` its folders)",

@@ -1,7 +1,7 @@
 //! Which chunks a document is made of, kept by row numbers (schema 13): an older ledger's links
 //! are upgraded whole, a damaged one is refused, a killed upgrade leaves the older ledger, the
-//! row numbers are the tables' primary keys (which no `VACUUM` renumbers), and a row number
-//! freed and taken again names only its new row.
+//! row numbers are the tables' primary keys (which no `VACUUM` renumbers) and are never given
+//! twice, and `verify` names links and chunks that damage left behind.
 
 use std::path::Path;
 
@@ -261,6 +261,12 @@ fn a_vacuum_renumbers_nothing_the_links_name() {
 /// a new ledger does, and the file is smaller than before the upgrade.
 #[test]
 fn an_older_ledger_is_rewritten_once_without_the_pages_its_upgrade_freed() {
+    upgrade_rewrites(&["ingest"]);
+    // A command that ends no run upgrades it the same way.
+    upgrade_rewrites(&["migrate", "--json"]);
+}
+
+fn upgrade_rewrites(command: &[&str]) {
     let env = Env::empty();
     crate::compressed_text::write_pages(&env, 300);
     env.ingest();
@@ -280,9 +286,17 @@ fn an_older_ledger_is_rewritten_once_without_the_pages_its_upgrade_freed() {
     let size = || std::fs::metadata(&ledger).expect("the ledger").len();
     let before = size();
 
-    env.ingest();
+    if command == ["ingest"] {
+        env.ingest();
+    } else {
+        env.json(command);
+    }
     assert_eq!(schema_version(&ledger), groundidx::ledger::SCHEMA_VERSION);
-    assert_eq!(pragma("auto_vacuum"), 2, "the ledger was not rewritten");
+    assert_eq!(
+        pragma("auto_vacuum"),
+        2,
+        "{command:?} did not rewrite the ledger"
+    );
     let (free, pages) = (pragma("freelist_count"), pragma("page_count"));
     assert!(free * 32 < pages, "{free} of {pages} pages are free");
     assert!(
@@ -294,55 +308,147 @@ fn an_older_ledger_is_rewritten_once_without_the_pages_its_upgrade_freed() {
     assert_eq!(env.export(), clean_export(&env.docs));
 }
 
-/// A document and chunks with the highest row numbers removed, then others added: SQLite gives
-/// the new rows the freed numbers, and every link names its own row, not the one that had the
-/// number before.
-#[test]
-fn row_numbers_freed_and_taken_again_name_only_their_new_rows() {
-    let env = Env::sample();
-    env.ingest();
-    env.write(
-        "zz/last.md",
-        "# Last\n\nWritten last, so its rows are numbered last.\n\n## More\n\nA second part.\n",
-    );
-    env.ingest();
-    let ledger = env.store.join("ledger.sqlite");
-    let highest = || -> (i64, i64) {
-        Connection::open(&ledger)
-            .expect("open the ledger")
-            .query_row(
-                "SELECT (SELECT max(doc_row) FROM documents), (SELECT max(chunk_row) FROM chunks)",
-                [],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .expect("read the highest rows")
-    };
-    let before = highest();
-    std::fs::remove_file(env.docs.join("zz/last.md")).expect("delete");
-    env.ingest();
-    assert!(highest().0 < before.0 && highest().1 < before.1);
-    env.write(
-        "zz/next.md",
-        "# Next\n\nOther words in the freed rows.\n\n## Again\n\nAnd a second part.\n",
-    );
-    env.ingest();
+/// `verify --json` of a store it must find damaged (exit 1).
+fn failed_verify(env: &Env) -> serde_json::Value {
+    let output = env.run(&["verify", "--json"]);
     assert_eq!(
-        highest(),
-        before,
-        "the freed row numbers were not taken again"
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
     );
-    env.assert_verified();
-    assert_eq!(env.export(), clean_export(&env.docs));
-    let hits = env.json(&["search", "freed rows", "--json", "--path", "zz/"]);
-    let paths: Vec<&str> = hits["hits"]
+    serde_json::from_slice(&output.stdout).expect("verify's JSON")
+}
+
+/// The highest row numbers of documents and chunks.
+fn highest_rows(ledger: &Path) -> (i64, i64) {
+    Connection::open(ledger)
+        .expect("open the ledger")
+        .query_row(
+            "SELECT (SELECT max(doc_row) FROM documents), (SELECT max(chunk_row) FROM chunks)",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .expect("read the highest rows")
+}
+
+/// The paths of the hits of a search for `query` under `zz/`.
+fn hit_paths(env: &Env, query: &str) -> Vec<String> {
+    let hits = env.json(&["search", query, "--json", "--path", "zz/"]);
+    hits["hits"]
         .as_array()
         .expect("hits")
         .iter()
-        .flat_map(|hit| hit["paths"].as_array().expect("paths"))
-        .map(|path| path.as_str().expect("a path"))
-        .collect();
+        .flat_map(|hit| hit["paths"].as_array().expect("paths").clone())
+        .map(|path| path.as_str().expect("a path").to_string())
+        .collect()
+}
+
+const LAST: &str =
+    "# Last\n\nWritten last, so its rows are numbered last.\n\n## More\n\nA second part.\n";
+const NEXT: &str =
+    "# Next\n\nXylophone marmalade in the rows after.\n\n## Again\n\nAnd a second part.\n";
+
+/// A document and chunks with the highest row numbers removed, then others added: the new rows
+/// are numbered above every number given before, never with the freed ones.
+#[test]
+fn a_row_number_freed_is_never_given_again() {
+    let env = Env::sample();
+    env.ingest();
+    env.write("zz/last.md", LAST);
+    env.ingest();
+    let ledger = env.store.join("ledger.sqlite");
+    let before = highest_rows(&ledger);
+    std::fs::remove_file(env.docs.join("zz/last.md")).expect("delete");
+    env.ingest();
+    let after_delete = highest_rows(&ledger);
+    assert!(after_delete.0 < before.0 && after_delete.1 < before.1);
+    env.write("zz/next.md", NEXT);
+    env.ingest();
+    let after = highest_rows(&ledger);
     assert!(
-        !paths.is_empty() && paths.iter().all(|path| *path == "zz/next.md"),
-        "{hits}"
+        after.0 > before.0 && after.1 > before.1,
+        "{after:?} after, {before:?} before the file was removed"
+    );
+    env.assert_verified();
+    assert_eq!(env.export(), clean_export(&env.docs));
+    assert_eq!(hit_paths(&env, "xylophone marmalade"), ["zz/next.md"]);
+}
+
+/// A chunk row deleted by hand leaves its document's link naming a row the ledger lacks:
+/// `verify` says so, and a chunk added after it is never cited from that document.
+#[test]
+fn a_link_to_a_chunk_deleted_by_hand_is_named_by_verify_and_never_names_another() {
+    let env = Env::sample();
+    env.write("zz/last.md", LAST);
+    env.ingest();
+    let ledger = env.store.join("ledger.sqlite");
+    Connection::open(&ledger)
+        .expect("open the ledger")
+        .execute(
+            "DELETE FROM chunks WHERE chunk_row = (SELECT max(chunk_row) FROM chunks)",
+            [],
+        )
+        .expect("delete a chunk");
+    let report = failed_verify(&env);
+    assert_eq!(report["identical"], false, "{report}");
+    assert_eq!(report["broken_links_in_ledger"], 1, "{report}");
+    env.write("zz/next.md", NEXT);
+    env.ingest();
+    assert_eq!(hit_paths(&env, "xylophone marmalade"), ["zz/next.md"]);
+    let report = failed_verify(&env);
+    assert_eq!(report["broken_links_in_ledger"], 1, "{report}");
+}
+
+/// A document row deleted by hand leaves its links naming a row the ledger lacks, and its
+/// chunks referenced by nothing else: `verify` names both, and later ingests still run.
+#[test]
+fn links_of_a_document_deleted_by_hand_are_named_by_verify_and_ingest_goes_on() {
+    let env = Env::sample();
+    env.write("zz/last.md", LAST);
+    env.ingest();
+    let ledger = env.store.join("ledger.sqlite");
+    Connection::open(&ledger)
+        .expect("open the ledger")
+        .execute(
+            "DELETE FROM documents WHERE doc_row = (SELECT max(doc_row) FROM documents)",
+            [],
+        )
+        .expect("delete a document");
+    let report = failed_verify(&env);
+    assert!(
+        report["broken_links_in_ledger"].as_u64() >= Some(2),
+        "{report}"
+    );
+    env.write("zz/next.md", NEXT);
+    env.ingest();
+    assert_eq!(hit_paths(&env, "xylophone marmalade"), ["zz/next.md"]);
+}
+
+/// A chunk row no document references (inserted by hand) is named by `verify`.
+#[test]
+fn a_chunk_no_document_references_is_named_by_verify() {
+    let env = Env::sample();
+    env.ingest();
+    env.assert_verified();
+    let id = groundidx::ids::chunk_id(&["Stray".to_string()], "A chunk of no document.");
+    Connection::open(env.store.join("ledger.sqlite"))
+        .expect("open the ledger")
+        .execute(
+            "INSERT INTO chunks (chunk_id, heading, text) VALUES (?1, ?2, ?3)",
+            rusqlite::params![id.as_bytes(), "[\"Stray\"]", "A chunk of no document."],
+        )
+        .expect("insert a chunk");
+    let report = failed_verify(&env);
+    assert_eq!(report["identical"], false, "{report}");
+    assert_eq!(
+        report["unreferenced_in_ledger"],
+        serde_json::json!([id.to_hex()]),
+        "{report}"
+    );
+    assert_eq!(
+        report["altered_in_ledger"],
+        serde_json::json!([]),
+        "{report}"
     );
 }

@@ -96,9 +96,21 @@ fn a_chunk_missing_from_the_ledger_is_named() {
     assert_eq!(code, Some(1), "{report}");
     assert_eq!(report["extra_in_index"], serde_json::json!([victim]));
     assert_eq!(report["lag_only"], false);
-    // A rebuild makes the index follow the ledger again.
+    // Its document still lists it: damage to the ledger itself.
+    assert_eq!(report["broken_links_in_ledger"], 1, "{report}");
+    // A rebuild makes the index follow the ledger again, but cannot mend the ledger.
     env.json(&["rebuild", "--json"]);
-    assert_eq!(verify(&env).0, Some(0));
+    let (code, report) = verify(&env);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["extra_in_index"], serde_json::json!([]), "{report}");
+    assert_eq!(report["broken_links_in_ledger"], 1, "{report}");
+    let text = env.run(&["verify"]);
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains("name a document or chunk it lacks")
+            && stdout.contains("altered outside groundidx"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -149,6 +149,14 @@ impl Ledger {
             .map_err(sql_error("set pragmas"))?;
             if found != schema::Found::Ledger(SCHEMA_VERSION) {
                 schema::create_or_upgrade(&mut conn, path)?;
+                // An upgrade that copied tables (schema 13) freed about half the file: given
+                // back here, whichever command upgraded it (`sync`, `serve` and `migrate` end
+                // no run) and before a run adds rows into the free pages.
+                if matches!(found, schema::Found::Ledger(_))
+                    && let Err(err) = give_free_pages_back(&mut conn)
+                {
+                    tracing::warn!(error = %err, "the ledger's free pages were not given back");
+                }
             }
         }
         let has_pages = conn
@@ -560,6 +568,45 @@ impl Ledger {
         Ok(())
     }
 
+    /// Damage to the links between documents and their chunks, which a writer never leaves:
+    /// how many links name a document or chunk the ledger lacks, and the chunks (sorted) that
+    /// no document references. For `verify`.
+    pub(crate) fn link_damage(&self) -> Result<(u64, Vec<ChunkId>)> {
+        let context = "check the chunk lists of documents";
+        let (broken, unreferenced) = if self.has_links {
+            (
+                "SELECT count(*) FROM doc_chunk_links l
+                 WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_row = l.doc_row)
+                    OR NOT EXISTS (SELECT 1 FROM chunks c WHERE c.chunk_row = l.chunk_row)",
+                "SELECT chunk_id FROM chunks c
+                 WHERE NOT EXISTS (SELECT 1 FROM doc_chunk_links l WHERE l.chunk_row = c.chunk_row)
+                 ORDER BY chunk_id",
+            )
+        } else {
+            (
+                "SELECT count(*) FROM doc_chunks l
+                 WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_hash = l.doc_hash)
+                    OR NOT EXISTS (SELECT 1 FROM chunks c WHERE c.chunk_id = l.chunk_id)",
+                "SELECT chunk_id FROM chunks c
+                 WHERE NOT EXISTS (SELECT 1 FROM doc_chunks l WHERE l.chunk_id = c.chunk_id)
+                 ORDER BY chunk_id",
+            )
+        };
+        let broken: i64 = self
+            .conn
+            .query_row(broken, [], |row| row.get(0))
+            .map_err(sql_error(context))?;
+        let mut stmt = self
+            .conn
+            .prepare(unreferenced)
+            .map_err(sql_error(context))?;
+        let ids = stmt
+            .query_map([], |row| chunk_id_column(row, 0))
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(sql_error(context))?;
+        Ok((broken as u64, ids))
+    }
+
     /// Every chunk ID the ledger holds, sorted.
     pub fn chunk_ids(&self) -> Result<Vec<ChunkId>> {
         let mut stmt = self
@@ -760,8 +807,9 @@ impl Ledger {
 ///
 /// An older ledger (`auto_vacuum = NONE`) cannot, until one `VACUUM` rewrites it with the
 /// setting; that is done once a quarter of it is free, which the upgrade to schema 13 leaves
-/// (it copies the documents, chunks and links, and half the file was free after it), and
-/// rarely anything else. A `VACUUM` that fails (a full disk) leaves the ledger as it was.
+/// (it copies the documents, chunks and links, and half the file was free after it; called
+/// right after the upgrade, and again at each run's end should that have failed), and rarely
+/// anything else. A `VACUUM` that fails (a full disk) leaves the ledger as it was.
 fn give_free_pages_back(conn: &mut Connection) -> Result<()> {
     let context = "give free pages back";
     let (free, total, auto_vacuum): (i64, i64, i64) = conn

@@ -39,7 +39,9 @@ const MIGRATIONS: &[(i64, &str)] = &[
 
 /// Version 13: which chunks a document is made of is kept by row numbers, not hashes.
 /// `documents` and `chunks` number their rows (`doc_row`, `chunk_row`, aliases of the rowid,
-/// so that no `VACUUM` renumbers them; the chunks keep theirs), and `doc_chunk_links` holds a
+/// so that no `VACUUM` renumbers them; the chunks keep theirs; `AUTOINCREMENT`, so that a
+/// number is never given twice, and a link left behind by damage can never name a later row),
+/// and `doc_chunk_links` holds a
 /// document's chunks as `(doc_row, ordinal, chunk_row, ...)`. Each link was two 32-byte hashes,
 /// in the table and again in its index by chunk, both keyed by a hash and so written at
 /// random places: a third of a cold ingest's ledger at 1,000 files (0.88 of 6.3 MB of store),
@@ -54,7 +56,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
 /// ledger) fails the upgrade on its `NOT NULL` instead of vanishing.
 const SCHEMA_V13: &str = "
 CREATE TABLE documents_by_row (
-    doc_row        INTEGER PRIMARY KEY,
+    doc_row        INTEGER PRIMARY KEY AUTOINCREMENT,
     doc_hash       BLOB NOT NULL,
     title          TEXT,
     n_chunks       INTEGER NOT NULL,
@@ -66,7 +68,7 @@ INSERT INTO documents_by_row (doc_hash, title, n_chunks, fields, recipe_version)
 CREATE UNIQUE INDEX documents_by_hash ON documents_by_row(doc_hash);
 
 CREATE TABLE chunks_numbered (
-    chunk_row INTEGER PRIMARY KEY,
+    chunk_row INTEGER PRIMARY KEY AUTOINCREMENT,
     chunk_id  BLOB NOT NULL,
     heading   TEXT NOT NULL,
     text      TEXT NOT NULL
