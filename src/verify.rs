@@ -35,8 +35,9 @@ pub struct VerifyReport {
     /// read at all (a damaged compressed value): what would be served is not the passage the
     /// ID names.
     pub altered_in_ledger: Vec<String>,
-    /// Entries of documents' chunk lists that name a document or chunk the ledger lacks:
-    /// damage no writer leaves (a row deleted by hand), which `rebuild` cannot mend.
+    /// Entries of documents' chunk lists that name a document or chunk the ledger lacks, or
+    /// that are missing (a list shorter than its document's chunk count): damage no writer
+    /// leaves (a row deleted by hand), which `rebuild` cannot mend.
     pub broken_links_in_ledger: u64,
     /// Ledger chunks no document references: damage too (a writer removes a chunk with the
     /// last document that holds it).

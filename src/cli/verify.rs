@@ -62,7 +62,7 @@ pub fn run(cli: &Cli, _args: &Args) -> Result<ExitCode> {
         }
         if report.broken_links_in_ledger > 0 {
             output::line(format!(
-                "ledger  {} entries of documents' chunk lists name a document or chunk it lacks",
+                "ledger  {} entries of documents' chunk lists are missing or name a document or chunk it lacks",
                 report.broken_links_in_ledger
             ))?;
         }

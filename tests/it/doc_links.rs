@@ -452,3 +452,61 @@ fn a_chunk_no_document_references_is_named_by_verify() {
         "{report}"
     );
 }
+
+/// A document whose chunk list lost its entries (its chunk still held by another document, so
+/// nothing else is missing) is named by `verify`.
+#[test]
+fn a_document_missing_its_chunk_list_is_named_by_verify() {
+    let env = Env::empty();
+    let shared = "# Shared\n\nPlatypus alpha text.\n";
+    env.write("p.md", shared);
+    env.write("q.md", &format!("{shared}\n## Other\n\nBeta gamma.\n"));
+    env.ingest();
+    env.assert_verified();
+    Connection::open(env.store.join("ledger.sqlite"))
+        .expect("open the ledger")
+        .execute(
+            "DELETE FROM doc_chunk_links WHERE doc_row = (SELECT d.doc_row FROM documents d
+               JOIN sources s ON s.doc_hash = d.doc_hash WHERE s.path = 'p.md')",
+            [],
+        )
+        .expect("delete a document's links");
+    let report = failed_verify(&env);
+    assert_eq!(report["broken_links_in_ledger"], 1, "{report}");
+}
+
+/// A rewrite that gives an older ledger's free pages back, killed after the upgrade it follows
+/// was committed, is done by the next writer to open the ledger, whichever command it runs.
+#[test]
+fn free_pages_an_upgrade_left_are_given_back_by_the_next_writer_to_open_the_ledger() {
+    let env = Env::empty();
+    crate::compressed_text::write_pages(&env, 200);
+    env.ingest();
+    let ledger = env.store.join("ledger.sqlite");
+    // What a kill during the rewrite leaves: schema 13, `auto_vacuum = NONE`, half free.
+    Connection::open(&ledger)
+        .expect("open the ledger")
+        .execute_batch(
+            "PRAGMA auto_vacuum = NONE; VACUUM;
+             CREATE TABLE filler AS SELECT * FROM chunks;
+             INSERT INTO filler SELECT * FROM filler;
+             DROP TABLE filler;",
+        )
+        .expect("leave the ledger half free");
+    let pragma = |name: &str| -> i64 {
+        Connection::open(&ledger)
+            .expect("open the ledger")
+            .query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
+            .expect("read a pragma")
+    };
+    assert_eq!(pragma("auto_vacuum"), 0);
+    assert!(pragma("freelist_count") * 4 >= pragma("page_count"));
+    env.json(&["migrate", "--json"]);
+    assert_eq!(
+        pragma("auto_vacuum"),
+        2,
+        "migrate did not rewrite the ledger"
+    );
+    assert!(pragma("freelist_count") * 32 < pragma("page_count"));
+    env.assert_verified();
+}

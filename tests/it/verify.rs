@@ -107,7 +107,7 @@ fn a_chunk_missing_from_the_ledger_is_named() {
     let text = env.run(&["verify"]);
     let stdout = String::from_utf8_lossy(&text.stdout);
     assert!(
-        stdout.contains("name a document or chunk it lacks")
+        stdout.contains("are missing or name a document or chunk it lacks")
             && stdout.contains("altered outside groundidx"),
         "{stdout}"
     );

@@ -149,14 +149,15 @@ impl Ledger {
             .map_err(sql_error("set pragmas"))?;
             if found != schema::Found::Ledger(SCHEMA_VERSION) {
                 schema::create_or_upgrade(&mut conn, path)?;
-                // An upgrade that copied tables (schema 13) freed about half the file: given
-                // back here, whichever command upgraded it (`sync`, `serve` and `migrate` end
-                // no run) and before a run adds rows into the free pages.
-                if matches!(found, schema::Found::Ledger(_))
-                    && let Err(err) = give_free_pages_back(&mut conn)
-                {
-                    tracing::warn!(error = %err, "the ledger's free pages were not given back");
-                }
+            }
+            // An upgrade that copied tables (schema 13) freed about half the file: given back
+            // here, whichever command upgraded it (`sync`, `serve` and `migrate` end no run),
+            // before a run adds rows into the free pages, and by every writer after one killed
+            // while it gave them back. Otherwise a look at the file's header.
+            if found != schema::Found::Empty
+                && let Err(err) = give_free_pages_back(&mut conn)
+            {
+                tracing::warn!(error = %err, "the ledger's free pages were not given back");
             }
         }
         let has_pages = conn
@@ -569,24 +570,32 @@ impl Ledger {
     }
 
     /// Damage to the links between documents and their chunks, which a writer never leaves:
-    /// how many links name a document or chunk the ledger lacks, and the chunks (sorted) that
-    /// no document references. For `verify`.
+    /// how many entries of documents' chunk lists name a document or chunk the ledger lacks or
+    /// are missing, and the chunks (sorted) that no document references. For `verify`.
     pub(crate) fn link_damage(&self) -> Result<(u64, Vec<ChunkId>)> {
         let context = "check the chunk lists of documents";
+        // Entries that name a row the ledger lacks, and entries missing from a document's list
+        // (fewer than its `n_chunks`; its other chunks may be held by other documents).
         let (broken, unreferenced) = if self.has_links {
             (
-                "SELECT count(*) FROM doc_chunk_links l
-                 WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_row = l.doc_row)
-                    OR NOT EXISTS (SELECT 1 FROM chunks c WHERE c.chunk_row = l.chunk_row)",
+                "SELECT (SELECT count(*) FROM doc_chunk_links l
+                         WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_row = l.doc_row)
+                            OR NOT EXISTS (SELECT 1 FROM chunks c WHERE c.chunk_row = l.chunk_row))
+                      + (SELECT coalesce(sum(abs(d.n_chunks - (SELECT count(*)
+                             FROM doc_chunk_links l WHERE l.doc_row = d.doc_row))), 0)
+                         FROM documents d)",
                 "SELECT chunk_id FROM chunks c
                  WHERE NOT EXISTS (SELECT 1 FROM doc_chunk_links l WHERE l.chunk_row = c.chunk_row)
                  ORDER BY chunk_id",
             )
         } else {
             (
-                "SELECT count(*) FROM doc_chunks l
-                 WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_hash = l.doc_hash)
-                    OR NOT EXISTS (SELECT 1 FROM chunks c WHERE c.chunk_id = l.chunk_id)",
+                "SELECT (SELECT count(*) FROM doc_chunks l
+                         WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_hash = l.doc_hash)
+                            OR NOT EXISTS (SELECT 1 FROM chunks c WHERE c.chunk_id = l.chunk_id))
+                      + (SELECT coalesce(sum(abs(d.n_chunks - (SELECT count(*)
+                             FROM doc_chunks l WHERE l.doc_hash = d.doc_hash))), 0)
+                         FROM documents d)",
                 "SELECT chunk_id FROM chunks c
                  WHERE NOT EXISTS (SELECT 1 FROM doc_chunks l WHERE l.chunk_id = c.chunk_id)
                  ORDER BY chunk_id",
@@ -808,8 +817,9 @@ impl Ledger {
 /// An older ledger (`auto_vacuum = NONE`) cannot, until one `VACUUM` rewrites it with the
 /// setting; that is done once a quarter of it is free, which the upgrade to schema 13 leaves
 /// (it copies the documents, chunks and links, and half the file was free after it; called
-/// right after the upgrade, and again at each run's end should that have failed), and rarely
-/// anything else. A `VACUUM` that fails (a full disk) leaves the ledger as it was.
+/// when a writer opens the ledger and at each run's end, so a rewrite killed or failed is done
+/// by the next), and rarely anything else. A `VACUUM` that fails (a full disk) leaves the
+/// ledger as it was.
 fn give_free_pages_back(conn: &mut Connection) -> Result<()> {
     let context = "give free pages back";
     let (free, total, auto_vacuum): (i64, i64, i64) = conn
