@@ -41,6 +41,14 @@ fn links(ledger: &Path) -> Links {
     .expect("read links")
 }
 
+/// The value of `PRAGMA name` on the ledger.
+fn pragma(ledger: &Path, name: &str) -> i64 {
+    Connection::open(ledger)
+        .expect("open the ledger")
+        .query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
+        .expect("read a pragma")
+}
+
 fn schema_version(ledger: &Path) -> i64 {
     Connection::open(ledger)
         .expect("open the ledger")
@@ -276,12 +284,7 @@ fn upgrade_rewrites(command: &[&str]) {
         .expect("open the ledger")
         .execute_batch("PRAGMA auto_vacuum = NONE; VACUUM;")
         .expect("make the ledger one that keeps its free pages");
-    let pragma = |name: &str| -> i64 {
-        Connection::open(&ledger)
-            .expect("open the ledger")
-            .query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
-            .expect("read a pragma")
-    };
+    let pragma = |name: &str| pragma(&ledger, name);
     assert_eq!(pragma("auto_vacuum"), 0);
     let size = || std::fs::metadata(&ledger).expect("the ledger").len();
     let before = size();
@@ -375,21 +378,25 @@ fn a_row_number_freed_is_never_given_again() {
     assert_eq!(hit_paths(&env, "xylophone marmalade"), ["zz/next.md"]);
 }
 
+/// A store of `sample_docs` and `zz/last.md` (its rows numbered last), then `damage` run on
+/// its ledger.
+fn damaged_store(damage: &str) -> Env {
+    let env = Env::sample();
+    env.write("zz/last.md", LAST);
+    env.ingest();
+    Connection::open(env.store.join("ledger.sqlite"))
+        .expect("open the ledger")
+        .execute(damage, [])
+        .expect("damage the ledger");
+    env
+}
+
 /// A chunk row deleted by hand leaves its document's link naming a row the ledger lacks:
 /// `verify` says so, and a chunk added after it is never cited from that document.
 #[test]
 fn a_link_to_a_chunk_deleted_by_hand_is_named_by_verify_and_never_names_another() {
-    let env = Env::sample();
-    env.write("zz/last.md", LAST);
-    env.ingest();
-    let ledger = env.store.join("ledger.sqlite");
-    Connection::open(&ledger)
-        .expect("open the ledger")
-        .execute(
-            "DELETE FROM chunks WHERE chunk_row = (SELECT max(chunk_row) FROM chunks)",
-            [],
-        )
-        .expect("delete a chunk");
+    let env =
+        damaged_store("DELETE FROM chunks WHERE chunk_row = (SELECT max(chunk_row) FROM chunks)");
     let report = failed_verify(&env);
     assert_eq!(report["identical"], false, "{report}");
     assert_eq!(report["broken_links_in_ledger"], 1, "{report}");
@@ -400,21 +407,12 @@ fn a_link_to_a_chunk_deleted_by_hand_is_named_by_verify_and_never_names_another(
     assert_eq!(report["broken_links_in_ledger"], 1, "{report}");
 }
 
-/// A document row deleted by hand leaves its links naming a row the ledger lacks, and its
-/// chunks referenced by nothing else: `verify` names both, and later ingests still run.
+/// A document row deleted by hand leaves its links naming a row the ledger lacks: `verify`
+/// counts them, and later ingests still run and cite only what they should.
 #[test]
 fn links_of_a_document_deleted_by_hand_are_named_by_verify_and_ingest_goes_on() {
-    let env = Env::sample();
-    env.write("zz/last.md", LAST);
-    env.ingest();
-    let ledger = env.store.join("ledger.sqlite");
-    Connection::open(&ledger)
-        .expect("open the ledger")
-        .execute(
-            "DELETE FROM documents WHERE doc_row = (SELECT max(doc_row) FROM documents)",
-            [],
-        )
-        .expect("delete a document");
+    let env =
+        damaged_store("DELETE FROM documents WHERE doc_row = (SELECT max(doc_row) FROM documents)");
     let report = failed_verify(&env);
     assert!(
         report["broken_links_in_ledger"].as_u64() >= Some(2),
@@ -493,12 +491,7 @@ fn free_pages_an_upgrade_left_are_given_back_by_the_next_writer_to_open_the_ledg
              DROP TABLE filler;",
         )
         .expect("leave the ledger half free");
-    let pragma = |name: &str| -> i64 {
-        Connection::open(&ledger)
-            .expect("open the ledger")
-            .query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
-            .expect("read a pragma")
-    };
+    let pragma = |name: &str| pragma(&ledger, name);
     assert_eq!(pragma("auto_vacuum"), 0);
     assert!(pragma("freelist_count") * 4 >= pragma("page_count"));
     env.json(&["migrate", "--json"]);
