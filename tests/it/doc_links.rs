@@ -503,3 +503,43 @@ fn free_pages_an_upgrade_left_are_given_back_by_the_next_writer_to_open_the_ledg
     assert!(pragma("freelist_count") * 32 < pragma("page_count"));
     env.assert_verified();
 }
+
+/// A shared ledger whose document names a chunk it no longer holds (a row deleted there by
+/// hand): a new replica's sync refuses it as damaged, naming the chunk, and copies nothing,
+/// where a link to nothing would have been kept.
+#[test]
+fn a_replica_refuses_a_shared_document_naming_a_chunk_no_one_holds() {
+    let Some(f) = crate::support::pg::SharedFixture::sample("dangling_link") else {
+        return;
+    };
+    let [_writer, replica] = f.ingested(["writer", "replica"]);
+    let name = &f.schema.name;
+    let row = crate::support::pg::client(&f.schema.url)
+        .query_one(
+            format!(
+                "DELETE FROM \"{name}\".chunks WHERE chunk_id =
+                   (SELECT chunk_id FROM \"{name}\".doc_chunks ORDER BY chunk_id LIMIT 1)
+                 RETURNING chunk_id"
+            )
+            .as_str(),
+            &[],
+        )
+        .expect("delete a shared chunk");
+    let deleted: Vec<u8> = row.get(0);
+    let hex: String = deleted.iter().map(|byte| format!("{byte:02x}")).collect();
+    let output = replica.run(&["sync", "--json"]);
+    assert!(!output.status.success(), "the replica copied a broken link");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the ledger is damaged") && stderr.contains(&hex),
+        "{stderr}"
+    );
+    let ledger = replica.store.join("ledger.sqlite");
+    if ledger.exists() {
+        let links: i64 = Connection::open(&ledger)
+            .expect("open the replica's ledger")
+            .query_row("SELECT count(*) FROM doc_chunk_links", [], |row| row.get(0))
+            .expect("count links");
+        assert_eq!(links, 0, "the refused sync left links behind");
+    }
+}
