@@ -105,15 +105,29 @@ impl Excludes {
 }
 
 /// A document file found by the walk.
+///
+/// A cold ingest holds one of these for every file it has still to read, so it is kept small
+/// (80 bytes and its path): the target is kept only for a link.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WalkedFile {
     /// Relative to the root, with `/` separators: the source's name in the ledger.
     pub rel_path: String,
-    /// What to open, relative to the root with `/` separators: the entry itself, or for a
-    /// link inside the root, its canonical target.
-    pub read_path: String,
+    /// For a link inside the root, its canonical target (relative, `/` separators); `None`
+    /// for the entry itself.
+    pub link_target: Option<Box<str>>,
     pub format: Format,
     pub stat: FileStat,
+}
+
+// One per file a cold ingest has still to read: kept from growing unnoticed.
+const _: () = assert!(std::mem::size_of::<WalkedFile>() <= 80);
+
+impl WalkedFile {
+    /// What to open, relative to the root with `/` separators: the entry itself, or for a
+    /// link inside the root, its canonical target.
+    pub fn read_path(&self) -> &str {
+        self.link_target.as_deref().unwrap_or(&self.rel_path)
+    }
 }
 
 /// What a walk found.
@@ -353,8 +367,8 @@ fn add_entry(
     };
     match stat {
         Ok(stat) => walk.files.push(WalkedFile {
-            read_path: rel.clone(),
             rel_path: rel,
+            link_target: None,
             format: kind,
             stat,
         }),
@@ -514,7 +528,7 @@ fn follow_link(
     }
     Some(WalkedFile {
         rel_path: rel.to_string(),
-        read_path,
+        link_target: Some(read_path.into()),
         format: kind,
         stat: stat_of(&meta),
     })

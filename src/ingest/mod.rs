@@ -12,7 +12,7 @@ mod plan;
 mod read;
 pub mod watch;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -471,14 +471,14 @@ fn chunk_file(
 )]
 fn commit_batch(
     store: &mut Store,
-    plan: &RootPlan,
+    known: &KnownSources,
     root_id: crate::ledger::RootId,
     batch_files: &[WalkedFile],
     prepared: PreparedBatch,
     config: &IngestConfig,
     report: &mut IngestReport,
     files: &mut Files,
-    added_docs: &mut HashMap<DocHash, u64>,
+    renames: &mut Renames,
 ) -> Result<()> {
     config.interrupt.check(files.done, files.total)?;
     let mut batch = Batch::new(root_id);
@@ -512,7 +512,7 @@ fn commit_batch(
             .ledger()
             .chunks_outdated(&doc_hash, chunk::recipe_version(file.format))?;
         let chunk_again = outdated || store.ledger().lacks_fields(&doc_hash)?;
-        match plan.known.get(&file.rel_path) {
+        match known.get(&file.rel_path) {
             Some(record) if record.doc_hash == doc_hash => {
                 report.documents.unchanged += 1;
                 if outdated {
@@ -528,7 +528,7 @@ fn commit_batch(
             Some(_) => report.documents.changed += 1,
             None => {
                 report.documents.added += 1;
-                *added_docs.entry(doc_hash).or_default() += 1;
+                renames.added(&doc_hash);
             }
         }
         // Unchanged content was not chunked while it was read; a document without its fields
@@ -617,7 +617,7 @@ struct Files {
 
 fn run_root(
     store: &mut Store,
-    plan: RootPlan,
+    mut plan: RootPlan,
     config: &IngestConfig,
     progress: &dyn Progress,
     report: &mut IngestReport,
@@ -631,22 +631,25 @@ fn run_root(
     report.documents.skipped += plan.warnings.len() as u64;
     report.warnings.extend(plan.warnings.iter().cloned());
     report.skipped_by_extension.add(&plan.passed_over);
-    // Content added under a new path in this run, for telling renames from removals.
-    let mut added_docs: HashMap<DocHash, u64> = HashMap::new();
+    let mut renames = Renames::new(&plan.to_delete, &plan.known);
 
     let root_dir = plan.root_dir.as_ref().map(|dir| dir.as_fd());
-    let batches: Vec<&[WalkedFile]> = plan.to_read.chunks(config.batch_files.max(1)).collect();
+    // Each batch is taken off the plan when it is read and dropped once committed, so what a
+    // run holds of its plan shrinks as it goes.
+    let mut batches = Batches::new(std::mem::take(&mut plan.to_read), config.batch_files);
     // A pipeline of two stages: while one batch is committed (the ledger transaction on this
     // thread, the indexing in Tantivy's threads), the next is read and chunked (rayon).
     let known = &plan.known;
-    let prepare = |files: &[WalkedFile], dictionary, samples| {
-        prepare_batch(
-            files, known, root_dir, config, progress, dictionary, samples,
-        )
+    let prepare = |files: Vec<WalkedFile>, dictionary, samples| {
+        let prepared = prepare_batch(
+            &files, known, root_dir, config, progress, dictionary, samples,
+        );
+        (files, prepared)
     };
+    let first = batches.next();
     // The ledger's dictionary, or the one trained once the ledger's text and the run's is
     // enough.
-    let (dictionary, samples) = match batches.is_empty() {
+    let (dictionary, samples) = match first.is_none() {
         true => (None, Samples::default()),
         false => match store.ledger().text_dictionary()? {
             Some(dictionary) => (Some(dictionary), Samples::default()),
@@ -654,13 +657,8 @@ fn run_root(
         },
     };
     std::thread::scope(|scope| -> Result<()> {
-        let mut ready = batches
-            .first()
-            .map(|files| prepare(files, dictionary, samples));
-        for (i, batch_files) in batches.iter().enumerate() {
-            let prepared = ready
-                .take()
-                .expect("each batch is prepared before its turn");
+        let mut ready = first.map(|files| prepare(files, dictionary, samples));
+        while let Some((batch_files, prepared)) = ready.take() {
             // The next batch packs with the ledger's dictionary when it has one (another run
             // may have written it first), else with the one this batch trained, if any.
             let dictionary = match (store.ledger().text_dictionary()?, &prepared.dictionary) {
@@ -675,19 +673,20 @@ fn run_root(
                 None => prepared.samples.clone(),
             };
             let next = batches
-                .get(i + 1)
+                .next()
                 .map(|files| scope.spawn(move || prepare(files, dictionary, samples)));
             commit_batch(
                 store,
-                &plan,
+                known,
                 root_id,
-                batch_files,
+                &batch_files,
                 prepared,
                 config,
                 report,
                 files,
-                &mut added_docs,
+                &mut renames,
             )?;
+            drop(batch_files);
             ready = next.map(|handle| handle.join().expect("a batch's reading panicked"));
         }
         Ok(())
@@ -702,13 +701,11 @@ fn run_root(
             let Some(doc_hash) = plan.known.get(path).map(|record| record.doc_hash) else {
                 continue;
             };
-            match added_docs.get_mut(&doc_hash) {
-                Some(count) if *count > 0 => {
-                    *count -= 1;
-                    report.documents.renamed += 1;
-                    report.documents.added -= 1;
-                }
-                _ => report.documents.removed += 1,
+            if renames.moved(&doc_hash) {
+                report.documents.renamed += 1;
+                report.documents.added -= 1;
+            } else {
+                report.documents.removed += 1;
             }
             batch.deletes.push(path.clone());
         }
@@ -719,4 +716,169 @@ fn run_root(
         progress.advance(plan.to_delete.len() as u64);
     }
     Ok(())
+}
+
+/// A plan's files to read, handed out a batch at a time from the front. The queue gives its
+/// memory back as it empties, so a cold ingest of a million files does not hold the list of
+/// the files it has already committed.
+struct Batches {
+    files: VecDeque<WalkedFile>,
+    size: usize,
+}
+
+impl Batches {
+    fn new(files: Vec<WalkedFile>, size: usize) -> Batches {
+        Batches {
+            files: files.into(),
+            size: size.max(1),
+        }
+    }
+}
+
+impl Iterator for Batches {
+    type Item = Vec<WalkedFile>;
+
+    fn next(&mut self) -> Option<Vec<WalkedFile>> {
+        if self.files.is_empty() {
+            return None;
+        }
+        let batch: Vec<WalkedFile> = self
+            .files
+            .drain(..self.size.min(self.files.len()))
+            .collect();
+        // Halving the queue's buffer whenever it is a quarter full copies each file at most
+        // a few times over the run.
+        if self.files.len() < self.files.capacity() / 4 {
+            self.files.shrink_to_fit();
+        }
+        Some(batch)
+    }
+}
+
+/// Tells renames from removals: a path deleted by a run whose content a new path of the same
+/// run holds was moved. Only the contents of the paths to delete are followed, so a cold
+/// ingest keeps nothing here for each file it adds.
+struct Renames {
+    /// For the content of each path to delete, how many new paths of the run hold it and are
+    /// not yet matched with a deleted one.
+    added: HashMap<DocHash, u64>,
+}
+
+impl Renames {
+    /// For a run that deletes `to_delete`, paths `known` holds.
+    fn new(to_delete: &[String], known: &KnownSources) -> Renames {
+        let added = to_delete
+            .iter()
+            .filter_map(|path| known.get(path))
+            .map(|record| (record.doc_hash, 0))
+            .collect();
+        Renames { added }
+    }
+
+    /// A document added under a path the ledger did not know.
+    fn added(&mut self, doc_hash: &DocHash) {
+        if let Some(count) = self.added.get_mut(doc_hash) {
+            *count += 1;
+        }
+    }
+
+    /// A path deleted whose content was `doc_hash`: true when a new path of the run took that
+    /// content, once for each such path.
+    fn moved(&mut self, doc_hash: &DocHash) -> bool {
+        match self.added.get_mut(doc_hash) {
+            Some(count) if *count > 0 => {
+                *count -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Batches, KnownSources, Renames};
+    use crate::format::Format;
+    use crate::ids::DocHash;
+    use crate::ledger::SourceRecord;
+    use crate::stat::FileStat;
+    use crate::walk::WalkedFile;
+
+    const STAT: FileStat = FileStat {
+        size: 0,
+        mtime_ns: 0,
+        ctime_ns: 0,
+        inode: 0,
+    };
+
+    fn file(i: usize) -> WalkedFile {
+        WalkedFile {
+            rel_path: format!("f{i:04}.md"),
+            link_target: None,
+            format: Format::Markdown,
+            stat: STAT,
+        }
+    }
+
+    #[test]
+    fn batches_hand_out_every_file_once_in_order() {
+        for (files, size) in [(0, 3), (1, 3), (7, 3), (9, 3), (100, 1), (1000, 64), (5, 0)] {
+            let all: Vec<WalkedFile> = (0..files).map(file).collect();
+            let batches: Vec<Vec<WalkedFile>> = Batches::new(all.clone(), size).collect();
+            assert!(
+                batches
+                    .iter()
+                    .all(|batch| !batch.is_empty() && batch.len() <= size.max(1)),
+                "{files} files in batches of {size}"
+            );
+            assert_eq!(batches.concat(), all, "{files} files in batches of {size}");
+        }
+    }
+
+    #[test]
+    fn the_queue_gives_its_memory_back_as_it_empties() {
+        let mut batches = Batches::new((0..4096).map(file).collect(), 256);
+        let full = batches.files.capacity();
+        for _ in 0..14 {
+            batches.next().expect("a batch");
+        }
+        assert_eq!(batches.files.len(), 512);
+        assert!(
+            batches.files.capacity() <= full / 4,
+            "{} of {full}",
+            batches.files.capacity()
+        );
+    }
+
+    fn hash(byte: u8) -> DocHash {
+        DocHash::from_slice(&[byte; 32]).expect("32 bytes")
+    }
+
+    #[test]
+    fn each_deleted_path_is_a_rename_at_most_once_per_new_path() {
+        let record = |byte| SourceRecord {
+            doc_hash: hash(byte),
+            stat: STAT,
+            recorded_ns: 0,
+            recipe_version: 1,
+        };
+        // Two paths held content 1 and one held content 2; all three are gone.
+        let known = KnownSources::new(vec![
+            ("a.md".into(), record(1)),
+            ("b.md".into(), record(1)),
+            ("c.md".into(), record(2)),
+            ("kept.md".into(), record(3)),
+        ]);
+        let to_delete = ["a.md", "b.md", "c.md"].map(String::from);
+        let mut renames = Renames::new(&to_delete, &known);
+        // One new path holds content 1, and others hold contents no deleted path held.
+        renames.added(&hash(1));
+        renames.added(&hash(3));
+        renames.added(&hash(4));
+        assert!(renames.moved(&hash(1)));
+        assert!(!renames.moved(&hash(1)), "one new path, one rename");
+        assert!(!renames.moved(&hash(2)));
+        // Only the contents of deleted paths are followed.
+        assert_eq!(renames.added.len(), 2);
+    }
 }

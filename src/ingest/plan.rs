@@ -127,14 +127,16 @@ pub(crate) fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -
     });
     // The ledger's error first, as when the two ran one after the other.
     let known = KnownSources::new(known?);
-    let walked = walked?;
-    let mut to_read = Vec::new();
+    let mut walked = walked?;
+    // The files to read are the walk's own list with the ones the cache vouches for taken
+    // out, in place: a cold ingest of a million files holds that list once, not twice.
+    let mut to_read = std::mem::take(&mut walked.files);
     let mut unchanged = 0;
     // The walk's files and the known paths are both sorted by path: one merge of the two
     // lists, with no map to build.
     let mut unseen: Vec<&str> = Vec::new();
     let mut known_paths = known.iter().peekable();
-    for file in &walked.files {
+    to_read.retain(|file| {
         while let Some((path, _)) = known_paths.next_if(|(path, _)| *path < file.rel_path.as_str())
         {
             unseen.push(path);
@@ -144,9 +146,13 @@ pub(crate) fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -
                 if !config.rehash && is_clean(record, file) && chunked_as_now(record, file) =>
             {
                 unchanged += 1;
+                false
             }
-            _ => to_read.push(file.clone()),
+            _ => true,
         }
+    });
+    if to_read.len() < to_read.capacity() / 2 {
+        to_read.shrink_to_fit();
     }
     unseen.extend(known_paths.map(|(path, _)| path));
     let mut to_delete = Vec::new();
@@ -254,7 +260,7 @@ mod tests {
         };
         let file = WalkedFile {
             rel_path: "a.md".into(),
-            read_path: "a.md".into(),
+            link_target: None,
             format: Format::Markdown,
             stat: now,
         };
@@ -308,7 +314,7 @@ mod tests {
     fn a_document_of_an_older_recipe_is_read_again() {
         let file = |kind| WalkedFile {
             rel_path: "a.md".into(),
-            read_path: "a.md".into(),
+            link_target: None,
             format: kind,
             stat: stat(10, 100, 100, 1),
         };

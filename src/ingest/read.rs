@@ -41,7 +41,7 @@ pub(crate) enum ReadOutcome {
 /// Reads `file` under the root folder `root_dir`, refusing anything over `max_size` bytes.
 pub(crate) fn read_file(root_dir: BorrowedFd<'_>, file: &WalkedFile, max_size: u64) -> ReadOutcome {
     let rel = file.rel_path.as_str();
-    let mut handle = match open_beneath(root_dir, &file.read_path) {
+    let mut handle = match open_beneath(root_dir, file.read_path()) {
         Ok(fd) => File::from(fd),
         Err(Opening::File(Errno::LOOP)) => {
             return ReadOutcome::NotIndexed(Warning::skipped(

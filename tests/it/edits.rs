@@ -56,6 +56,36 @@ fn rename_writes_no_chunk() {
 }
 
 #[test]
+fn renames_copies_and_removals_are_told_apart_across_batches() {
+    let env = Env::sample();
+    env.ingest();
+    let read = |rel: &str| std::fs::read_to_string(env.docs.join(rel)).expect("read");
+    // Moved: one path to a folder read last, one content to two new paths read first (one of
+    // them is the move, the other a copy); copied: a document that stays; removed: one.
+    std::fs::create_dir_all(env.docs.join("zz")).expect("mkdir");
+    std::fs::rename(
+        env.docs.join("handbook/deploys.md"),
+        env.docs.join("zz/deploying.md"),
+    )
+    .expect("rename");
+    let backups = read("handbook/backups.md");
+    env.write("aa/backups-1.md", &backups);
+    env.write("aa/backups-2.md", &backups);
+    std::fs::remove_file(env.docs.join("handbook/backups.md")).expect("delete");
+    env.write("aa/faq-copy.md", &read("notes/faq.md"));
+    std::fs::remove_file(env.docs.join("notes/glossary.txt")).expect("delete");
+
+    let docs = env.docs.to_str().expect("utf-8 temp path");
+    let report = env.json(&["ingest", docs, "--json", "--batch-files", "1"]);
+    assert_eq!(report["documents"]["renamed"], 2, "{report}");
+    assert_eq!(report["documents"]["added"], 2, "{report}");
+    assert_eq!(report["documents"]["removed"], 1, "{report}");
+    assert_eq!(report["chunks"]["added"], 0, "{report}");
+    assert_eq!(env.export(), clean_export(&env.docs));
+    env.assert_verified();
+}
+
+#[test]
 fn deleted_document_leaves_search() {
     let env = Env::sample();
     env.ingest();
