@@ -24,6 +24,7 @@
 //! It never reads the ledger; `store` decides what to write.
 
 mod directory;
+mod merges;
 mod query;
 mod tokenizer;
 
@@ -37,7 +38,7 @@ use tantivy::directory::MmapDirectory;
 
 use self::directory::CrashDirectory;
 use tantivy::doc;
-use tantivy::indexer::LogMergePolicy;
+use tantivy::indexer::IndexWriterOptions;
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
@@ -686,11 +687,16 @@ impl Index {
 
     /// Starts writing. The writer holds Tantivy's own lock until dropped.
     pub fn writer(&self) -> Result<Writer> {
+        let options = IndexWriterOptions::builder()
+            .num_worker_threads(2)
+            .memory_budget_per_thread(48 * 1024 * 1024)
+            .num_merge_threads(merges::MERGE_THREADS)
+            .build();
         let writer: IndexWriter = self
             .index
-            .writer_with_num_threads(2, 96 * 1024 * 1024)
+            .writer_with_options(options)
             .map_err(index_error("open writer"))?;
-        writer.set_merge_policy(Box::new(merge_policy()));
+        writer.set_merge_policy(Box::new(merges::BoundedMerges::new()));
         Ok(Writer {
             writer,
             fields: self.fields,
@@ -1099,20 +1105,6 @@ fn mark(snippet: &tantivy::snippet::Snippet) -> String {
     }
     out.push_str(&fragment[last..]);
     out.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Tantivy's log merge policy with two bounds. Segments under `MIN_LAYER_DOCS` documents (what
-/// the commits of small runs make) form a level of their own, so a run that edits one file
-/// merges a few small segments, never a small one into the large ones of a bulk load; and
-/// segments over `MAX_MERGE_DOCS` are not merged again, which bounds the size (and memory) of a
-/// merge on a large store.
-fn merge_policy() -> LogMergePolicy {
-    const MIN_LAYER_DOCS: u32 = 1_000;
-    const MAX_MERGE_DOCS: usize = 1_000_000;
-    let mut policy = LogMergePolicy::default();
-    policy.set_min_layer_size(MIN_LAYER_DOCS);
-    policy.set_max_docs_before_merge(MAX_MERGE_DOCS);
-    policy
 }
 
 /// An open Tantivy writer. Dropping it without `commit` discards what it was given.
