@@ -1295,6 +1295,15 @@ mod tests {
     }
 
     #[test]
+    fn the_writer_merges_by_the_bounded_policy() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let index = Index::open_or_create(&dir.path().join("index")).expect("an index");
+        let writer = index.writer().expect("a writer");
+        let policy = format!("{:?}", writer.writer.get_merge_policy());
+        assert!(policy.starts_with("BoundedMerges"), "{policy}");
+    }
+
+    #[test]
     fn an_index_of_the_previous_schema_is_read_without_exact_names_and_rebuilt_by_writers() {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let path = dir.path().join("index");

@@ -718,9 +718,9 @@ fn run_root(
     Ok(())
 }
 
-/// A plan's files to read, handed out a batch at a time from the front. The queue gives its
-/// memory back as it empties, so a cold ingest of a million files does not hold the list of
-/// the files it has already committed.
+/// A plan's files to read, handed out a batch at a time from the front. Each file's path goes
+/// with its batch, and the queue's buffer shrinks to what is left whenever that is under a
+/// quarter of it, so a cold ingest of a million files lets go of what it has committed.
 struct Batches {
     files: VecDeque<WalkedFile>,
     size: usize,
@@ -746,8 +746,8 @@ impl Iterator for Batches {
             .files
             .drain(..self.size.min(self.files.len()))
             .collect();
-        // Halving the queue's buffer whenever it is a quarter full copies each file at most
-        // a few times over the run.
+        // Each shrink copies under a quarter of the buffer, so the copies over the whole run
+        // add up to a third of the files.
         if self.files.len() < self.files.capacity() / 4 {
             self.files.shrink_to_fit();
         }
