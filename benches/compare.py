@@ -203,6 +203,9 @@ class Bench:
     # ---- no-op re-run against b3sum and find ----
     def noop(self, name, corpus, runs):
         log(f"no-op {name}: {runs} runs each of groundidx, b3sum, find")
+        # `find` does not descend into a folder given as a link to it: resolved, the three
+        # read the same files.
+        corpus = Path(corpus).resolve()
         store = self.stores / f"cold-{name}"
         if not (store / "ledger.sqlite").exists():
             self.ingest(store, corpus)
