@@ -5,8 +5,8 @@
 //! of a million files left levels of segments each under a million documents, and merged them
 //! into one segment of 3.7 million, mapping 1.1–1.4 GB of input segments at once, at the end of
 //! the run. Here each level is split into merges that make at most `MAX_MERGE_DOCS` documents,
-//! and the writer runs one merge at a time (`MERGE_THREADS`), so the segments a merge maps stay
-//! bounded however large the store.
+//! and the writer runs one merge at a time (`MERGE_THREADS`), so what a merge reads and holds
+//! of its inputs (their term dictionaries, read whole) stays bounded however large the store.
 //!
 //! A level spans sizes within a factor of 2^0.75, so a segment over about 630k documents has
 //! no partner it fits with and is not merged again: a large store keeps a segment for every
@@ -27,7 +27,7 @@ const MIN_LAYER_DOCS: u32 = 1_000;
 /// merged again.
 pub(super) const MAX_MERGE_DOCS: u32 = 1_000_000;
 
-/// Merges the writer runs at once. Each maps its input segments; on a two-core machine a second
+/// Merges the writer runs at once. Each reads its input segments; on a two-core machine a second
 /// merge thread did not shorten a cold ingest.
 pub(super) const MERGE_THREADS: usize = 1;
 

@@ -10,9 +10,10 @@
 pub mod embed;
 mod plan;
 mod read;
+mod to_read;
 pub mod watch;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,15 +32,18 @@ use crate::format::FormatSet;
 use crate::ids::{DocHash, Generation};
 use crate::ledger::{Batch, Dictionary, NewDocument, PackedTexts, Packer, Samples, SourceUpsert};
 use crate::store::{Store, StoreConfig};
-use crate::walk::{Excludes, WalkedFile, Warning, WarningKind};
+use crate::walk::{Excludes, Warning, WarningKind};
 
 pub(crate) use plan::{KnownSources, PlanConfig, RootPlan, plan_root};
 pub(crate) use read::{ReadOutcome, read_file};
+pub(crate) use to_read::FileToRead;
 
 /// Files larger than this are skipped with a warning unless `--max-file-size` says otherwise.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 * 1024 * 1024;
-/// Files read, hashed and chunked per committed batch.
-pub const DEFAULT_BATCH_FILES: usize = 2_000;
+/// Files read, hashed and chunked per committed batch. Two batches are in memory at once
+/// (one read while the one before commits): 2,000 files a batch held about 30 MB more at
+/// the peak of a cold ingest of 100k files, for no time saved.
+pub const DEFAULT_BATCH_FILES: usize = 1_000;
 /// How often a long run commits the index, so that searches meanwhile see its progress. Each
 /// batch is a ledger transaction; the index commits at most this often and at the end of the
 /// run, since every commit writes segments that merges then write again.
@@ -245,6 +249,7 @@ fn ingest_roots(
         "ingest planned"
     );
 
+    store.expect_to_read(plans.iter().map(|plan| plan.to_read.bytes()).sum())?;
     let run_id = uuid::Uuid::new_v4().to_string();
     let root_keys: Vec<String> = plans.iter().map(|plan| plan.root_key.clone()).collect();
     store.start_run(&run_id, &root_keys, clock::now_ms())?;
@@ -352,7 +357,7 @@ struct PreparedBatch {
 /// and this batch once together they are enough (the batch's transaction writes it to the
 /// ledger).
 fn prepare_batch(
-    files: &[WalkedFile],
+    files: &[FileToRead],
     known: &KnownSources,
     root_dir: Option<std::os::fd::BorrowedFd<'_>>,
     config: &IngestConfig,
@@ -403,7 +408,7 @@ fn prepare_batch(
 
 /// Reads, hashes and chunks a batch's files in parallel (`prepare_batch`).
 fn read_and_chunk(
-    files: &[WalkedFile],
+    files: &[FileToRead],
     known: &KnownSources,
     root_dir: Option<std::os::fd::BorrowedFd<'_>>,
     config: &IngestConfig,
@@ -446,7 +451,7 @@ fn read_and_chunk(
 /// warning naming it, and so is one that makes the chunker panic (a defect, but one file's
 /// defect: the run goes on).
 fn chunk_file(
-    file: &WalkedFile,
+    file: &FileToRead,
     content: &[u8],
     config: &IngestConfig,
 ) -> std::result::Result<chunk::ChunkedDocument, Warning> {
@@ -473,7 +478,7 @@ fn commit_batch(
     store: &mut Store,
     known: &KnownSources,
     root_id: crate::ledger::RootId,
-    batch_files: &[WalkedFile],
+    batch_files: &[FileToRead],
     prepared: PreparedBatch,
     config: &IngestConfig,
     report: &mut IngestReport,
@@ -634,13 +639,14 @@ fn run_root(
     let mut renames = Renames::new(&plan.to_delete, &plan.known);
 
     let root_dir = plan.root_dir.as_ref().map(|dir| dir.as_fd());
-    // Each batch is taken off the plan when it is read and dropped once committed, so what a
-    // run holds of its plan shrinks as it goes.
-    let mut batches = Batches::new(std::mem::take(&mut plan.to_read), config.batch_files);
+    // Each batch is taken off the plan (held compactly for the run) when it is read, and
+    // dropped once committed.
+    let mut to_read = std::mem::take(&mut plan.to_read);
+    let mut batches = std::iter::from_fn(|| to_read.next_batch(config.batch_files));
     // A pipeline of two stages: while one batch is committed (the ledger transaction on this
     // thread, the indexing in Tantivy's threads), the next is read and chunked (rayon).
     let known = &plan.known;
-    let prepare = |files: Vec<WalkedFile>, dictionary, samples| {
+    let prepare = |files: Vec<FileToRead>, dictionary, samples| {
         let prepared = prepare_batch(
             &files, known, root_dir, config, progress, dictionary, samples,
         );
@@ -718,43 +724,6 @@ fn run_root(
     Ok(())
 }
 
-/// A plan's files to read, handed out a batch at a time from the front. Each file's path goes
-/// with its batch, and the queue's buffer shrinks to what is left whenever that is under a
-/// quarter of it, so a cold ingest of a million files lets go of what it has committed.
-struct Batches {
-    files: VecDeque<WalkedFile>,
-    size: usize,
-}
-
-impl Batches {
-    fn new(files: Vec<WalkedFile>, size: usize) -> Batches {
-        Batches {
-            files: files.into(),
-            size: size.max(1),
-        }
-    }
-}
-
-impl Iterator for Batches {
-    type Item = Vec<WalkedFile>;
-
-    fn next(&mut self) -> Option<Vec<WalkedFile>> {
-        if self.files.is_empty() {
-            return None;
-        }
-        let batch: Vec<WalkedFile> = self
-            .files
-            .drain(..self.size.min(self.files.len()))
-            .collect();
-        // Each shrink copies under a quarter of the buffer, so the copies over the whole run
-        // add up to a third of the files.
-        if self.files.len() < self.files.capacity() / 4 {
-            self.files.shrink_to_fit();
-        }
-        Some(batch)
-    }
-}
-
 /// Tells renames from removals: a path deleted by a run whose content a new path of the same
 /// run holds was moved. Only the contents of the paths to delete are followed, so a cold
 /// ingest keeps nothing here for each file it adds.
@@ -797,12 +766,10 @@ impl Renames {
 
 #[cfg(test)]
 mod tests {
-    use super::{Batches, KnownSources, Renames};
-    use crate::format::Format;
+    use super::{KnownSources, Renames};
     use crate::ids::DocHash;
     use crate::ledger::SourceRecord;
     use crate::stat::FileStat;
-    use crate::walk::WalkedFile;
 
     const STAT: FileStat = FileStat {
         size: 0,
@@ -810,45 +777,6 @@ mod tests {
         ctime_ns: 0,
         inode: 0,
     };
-
-    fn file(i: usize) -> WalkedFile {
-        WalkedFile {
-            rel_path: format!("f{i:04}.md"),
-            link_target: None,
-            format: Format::Markdown,
-            stat: STAT,
-        }
-    }
-
-    #[test]
-    fn batches_hand_out_every_file_once_in_order() {
-        for (files, size) in [(0, 3), (1, 3), (7, 3), (9, 3), (100, 1), (1000, 64), (5, 0)] {
-            let all: Vec<WalkedFile> = (0..files).map(file).collect();
-            let batches: Vec<Vec<WalkedFile>> = Batches::new(all.clone(), size).collect();
-            assert!(
-                batches
-                    .iter()
-                    .all(|batch| !batch.is_empty() && batch.len() <= size.max(1)),
-                "{files} files in batches of {size}"
-            );
-            assert_eq!(batches.concat(), all, "{files} files in batches of {size}");
-        }
-    }
-
-    #[test]
-    fn the_queue_gives_its_memory_back_as_it_empties() {
-        let mut batches = Batches::new((0..4096).map(file).collect(), 256);
-        let full = batches.files.capacity();
-        for _ in 0..14 {
-            batches.next().expect("a batch");
-        }
-        assert_eq!(batches.files.len(), 512);
-        assert!(
-            batches.files.capacity() <= full / 4,
-            "{} of {full}",
-            batches.files.capacity()
-        );
-    }
 
     fn hash(byte: u8) -> DocHash {
         DocHash::from_slice(&[byte; 32]).expect("32 bytes")

@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use crate::crash::crash_point;
 use crate::error::{Error, Result};
 use crate::ingest::read::{ReadOutcome, read_file};
+use crate::ingest::to_read::{FileToRead, FilesToRead};
 use crate::ledger::{Ledger, RootId, SourceRecord};
 use crate::walk::{self, Excludes, WalkedFile, Warning};
 
@@ -39,7 +40,7 @@ pub(crate) struct RootPlan {
     pub known: KnownSources,
     /// New files, files whose stat changed or cannot be trusted, and files whose document an
     /// older recipe chunked.
-    pub to_read: Vec<WalkedFile>,
+    pub to_read: FilesToRead,
     /// Files the stat cache vouches for.
     pub unchanged: usize,
     /// Known paths the walk did not see, under no unreadable folder.
@@ -129,7 +130,7 @@ pub(crate) fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -
     let known = KnownSources::new(known?);
     let mut walked = walked?;
     // The files to read are the walk's own list with the ones the cache vouches for taken
-    // out, in place: a cold ingest of a million files holds that list once, not twice.
+    // out, in place, then kept compactly for the run (`to_read`).
     let mut to_read = std::mem::take(&mut walked.files);
     let mut unchanged = 0;
     // The walk's files and the known paths are both sorted by path: one merge of the two
@@ -151,9 +152,6 @@ pub(crate) fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -
             _ => true,
         }
     });
-    if to_read.len() < to_read.capacity() / 2 {
-        to_read.shrink_to_fit();
-    }
     unseen.extend(known_paths.map(|(path, _)| path));
     let mut to_delete = Vec::new();
     // A known path the walk did not see under a folder it could not read is kept.
@@ -179,7 +177,7 @@ pub(crate) fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -
         root_dir: walked.root_dir,
         root_id,
         known,
-        to_read,
+        to_read: FilesToRead::new(to_read, config.max_file_size),
         unchanged,
         to_delete,
         passed_over: walked.passed_over,
@@ -218,7 +216,11 @@ fn proven_renames(
             if file.stat.size != record.stat.size {
                 return false;
             }
-            match read_file(root_dir.as_fd(), file, config.max_file_size) {
+            match read_file(
+                root_dir.as_fd(),
+                &FileToRead::from(*file),
+                config.max_file_size,
+            ) {
                 ReadOutcome::Text { doc_hash, .. } => doc_hash == record.doc_hash,
                 ReadOutcome::NotIndexed(_) => false,
             }

@@ -20,8 +20,9 @@ use rustix::io::Errno;
 
 use crate::clock;
 use crate::ids::{self, DocHash};
+use crate::ingest::to_read::FileToRead;
 use crate::stat::{FileStat, stat_of};
-use crate::walk::{WalkedFile, Warning};
+use crate::walk::Warning;
 
 /// What reading a file gave.
 #[derive(Debug)]
@@ -39,7 +40,7 @@ pub(crate) enum ReadOutcome {
 }
 
 /// Reads `file` under the root folder `root_dir`, refusing anything over `max_size` bytes.
-pub(crate) fn read_file(root_dir: BorrowedFd<'_>, file: &WalkedFile, max_size: u64) -> ReadOutcome {
+pub(crate) fn read_file(root_dir: BorrowedFd<'_>, file: &FileToRead, max_size: u64) -> ReadOutcome {
     let rel = file.rel_path.as_str();
     let mut handle = match open_beneath(root_dir, file.read_path()) {
         Ok(fd) => File::from(fd),

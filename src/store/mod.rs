@@ -34,7 +34,7 @@ use crate::crash::crash_point;
 use crate::embed::{Embedder, Fingerprint};
 use crate::error::{Error, Result};
 use crate::ids::{ChunkId, Generation};
-use crate::index::{ChunkLabels, IdFields, Index, IndexedChunk, Writer};
+use crate::index::{ChunkLabels, IdFields, Index, IndexedChunk, Indexing, Writer};
 use crate::ledger::{
     Access, Batch, BatchOutcome, ChunkDocuments, Ledger, LedgerPool, PooledLedger,
     READ_CONNECTIONS, StoredChunk, decode_vector,
@@ -131,6 +131,8 @@ pub struct Store {
     ledger: Ledger,
     index: Index,
     writer: Option<Writer>,
+    /// How the next writer opened indexes (`expect_to_read`).
+    indexing: Indexing,
     /// The generation of the index's last commit.
     index_generation: Generation,
     /// The generation the writer holds, committed or not: `stage` moves it, `flush` commits it.
@@ -186,6 +188,7 @@ impl Store {
             ledger,
             index,
             writer: None,
+            indexing: Indexing::default(),
             index_generation,
             staged_generation: index_generation,
             config,
@@ -229,6 +232,21 @@ impl Store {
         fingerprint: &Fingerprint,
     ) -> Result<()> {
         self.ledger.cache_fingerprint(stat_key, fingerprint)
+    }
+
+    /// Says how many bytes of files the run will read, so that its writer indexes as that run
+    /// is best indexed (`Indexing::of_run`). A writer open already (a catch-up's) that indexes
+    /// otherwise is settled first, and the run's opens anew.
+    pub(crate) fn expect_to_read(&mut self, bytes: u64) -> Result<()> {
+        self.indexing = Indexing::of_run(bytes);
+        if self
+            .writer
+            .as_ref()
+            .is_some_and(|writer| writer.indexing() != self.indexing)
+        {
+            self.settle()?;
+        }
+        Ok(())
     }
 
     /// Commits one batch: the ledger transaction first, then the Tantivy commit of the new
@@ -542,7 +560,7 @@ impl Store {
     /// key is added back, not only the logged one (`Ledger::chunks_sharing_keys`).
     fn apply_log(&mut self, after: Generation) -> Result<()> {
         let changed: Vec<ChunkId> = self.ledger.changed_since(after)?;
-        let writer = writer_of(&mut self.writer, &self.index)?;
+        let writer = writer_of(&mut self.writer, &self.index, self.indexing)?;
         for ids in changed.chunks(APPLY_READ_BATCH) {
             writer.delete(ids)?;
             for chunk in self.ledger.chunks_sharing_keys(ids)? {
@@ -553,7 +571,7 @@ impl Store {
     }
 
     fn commit_index(&mut self, generation: Generation) -> Result<()> {
-        let writer = writer_of(&mut self.writer, &self.index)?;
+        let writer = writer_of(&mut self.writer, &self.index, self.indexing)?;
         writer.commit(generation)?;
         self.index_generation = generation;
         Ok(())
@@ -574,7 +592,7 @@ fn build_index(
     let new = paths.index_new();
     swap::remove_folder(&new)?;
     let index = Index::create(&new)?;
-    let mut writer = index.writer()?;
+    let mut writer = index.writer(Indexing::Short)?;
     crash_point("rebuild.before_add");
     ledger.for_each_chunk(|chunk| add_chunk(&mut writer, ledger, &chunk, config))?;
     crash_point("rebuild.before_commit");
@@ -628,9 +646,13 @@ fn labels(documents: ChunkDocuments, id_fields: &IdFields) -> ChunkLabels {
 
 /// The Tantivy writer, opened on first use: a run with nothing to write never opens it, so it
 /// leaves the index folder untouched.
-fn writer_of<'a>(slot: &'a mut Option<Writer>, index: &Index) -> Result<&'a mut Writer> {
+fn writer_of<'a>(
+    slot: &'a mut Option<Writer>,
+    index: &Index,
+    indexing: Indexing,
+) -> Result<&'a mut Writer> {
     if slot.is_none() {
-        *slot = Some(index.writer()?);
+        *slot = Some(index.writer(indexing)?);
     }
     Ok(slot.as_mut().expect("the writer was just opened"))
 }
@@ -1126,5 +1148,79 @@ impl StoreReader {
 
     pub fn index(&self) -> &Index {
         &self.index
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::{LockWait, Store};
+    use crate::chunk::Chunk;
+    use crate::ids::{ChunkId, DocHash};
+    use crate::index::Indexing;
+    use crate::ledger::{Batch, NewDocument, SourceUpsert};
+    use crate::stat::FileStat;
+
+    fn upsert(seed: u8) -> SourceUpsert {
+        SourceUpsert {
+            path: format!("{seed}.md"),
+            doc_hash: DocHash::from_bytes([seed; 32]),
+            stat: FileStat {
+                size: 5,
+                mtime_ns: 1,
+                ctime_ns: 1,
+                inode: u64::from(seed),
+            },
+            recorded_ns: 10_000_000_000,
+            document: Some(NewDocument {
+                title: None,
+                tags: Vec::new(),
+                fields: BTreeMap::new(),
+                chunks: vec![Chunk {
+                    id: ChunkId::from_bytes([seed; 32]),
+                    heading_path: Vec::new(),
+                    text: format!("passage {seed}"),
+                    lines: (1, 1),
+                    ordinal: 0,
+                    pages: None,
+                }],
+                recipe_version: crate::chunk::CHUNKER_VERSION,
+                packed: None,
+            }),
+        }
+    }
+
+    /// A writer opened before the run says how much it reads (a catch-up's) is settled and
+    /// opened again as the run is best indexed; one that already indexes so is kept.
+    #[test]
+    fn a_run_is_indexed_as_its_size_says_even_after_a_writer_opened() {
+        let dir = tempfile::tempdir().expect("temp store");
+        let (mut store, _) =
+            Store::open_writer(dir.path(), LockWait::NoWait, Default::default(), None)
+                .expect("open store");
+        let root = store.ensure_root("/corpus").expect("root");
+        let mut batch = Batch::new(root);
+        batch.upserts.push(upsert(1));
+        store.stage(&batch).expect("stage");
+        let indexing = |store: &Store| store.writer.as_ref().map(crate::index::Writer::indexing);
+        assert_eq!(indexing(&store), Some(Indexing::Short));
+
+        store
+            .expect_to_read(Indexing::LONG_RUN_BYTES)
+            .expect("expect a long run");
+        assert_eq!(indexing(&store), None, "the short run's writer is settled");
+        assert_eq!(store.index_generation, store.staged_generation);
+        let mut batch = Batch::new(root);
+        batch.upserts.push(upsert(2));
+        store.stage(&batch).expect("stage");
+        assert_eq!(indexing(&store), Some(Indexing::Long));
+        store
+            .expect_to_read(Indexing::LONG_RUN_BYTES * 4)
+            .expect("expect another long run");
+        assert_eq!(indexing(&store), Some(Indexing::Long), "kept");
+        store.settle().expect("settle");
+        store.index.reload().expect("reload");
+        assert_eq!(store.index.num_chunks(), 2);
     }
 }

@@ -2,7 +2,7 @@
 //! otherwise. The differences are made by writing to the store behind groundidx's back.
 
 use groundidx::ids::{ChunkId, Generation};
-use groundidx::index::{Index, IndexedChunk};
+use groundidx::index::{Index, IndexedChunk, Indexing};
 
 use crate::support::Env;
 
@@ -124,7 +124,7 @@ fn a_duplicated_chunk_in_the_index_is_named() {
         .expect("generation");
     {
         let index = Index::open_or_create(&env.store.join("index")).expect("open index");
-        let mut writer = index.writer().expect("writer");
+        let mut writer = index.writer(Indexing::Short).expect("writer");
         let heading = vec!["Injected".to_string()];
         writer
             .add(&IndexedChunk {
