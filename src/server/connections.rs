@@ -71,8 +71,10 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 pub const MIN_MAX_CONNECTIONS: usize = 4;
 
 /// File descriptors kept for everything but client connections: the ledger (SQLite's files,
-/// or the PostgreSQL pool), index files, the runtime's own, a re-ingest's reads.
-const FILES_BESIDE_CONNECTIONS: u64 = 64;
+/// or the PostgreSQL pool), index files, the runtime's own, a re-ingest's reads, and its
+/// merges, which hold about seven files open for each segment they read (`index::directory`;
+/// a merge that finds no descriptor left maps the files instead).
+const FILES_BESIDE_CONNECTIONS: u64 = 128;
 
 impl ConnectionLimits {
     /// How many slots connections that have not proved themselves may hold.
@@ -617,7 +619,7 @@ mod tests {
     fn the_limit_fits_the_open_file_limit() {
         assert_eq!(limits(512).fitted_to(None).max_connections, 512);
         assert_eq!(limits(512).fitted_to(Some(4096)).max_connections, 512);
-        assert_eq!(limits(512).fitted_to(Some(256)).max_connections, 192);
+        assert_eq!(limits(512).fitted_to(Some(256)).max_connections, 128);
         assert_eq!(limits(512).fitted_to(Some(10)).max_connections, 4);
     }
 }
