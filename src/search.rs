@@ -1267,41 +1267,37 @@ fn fold(ledger: &Ledger, raw: Vec<Candidate>, wanted: usize) -> Result<Vec<Hit>>
     let mut hits: Vec<Hit> = Vec::with_capacity(wanted);
     let mut by_text: HashMap<u64, usize> = HashMap::new();
     for candidate in raw {
-        // A candidate found by meaning alone comes without its text's key: read the text.
-        let mut read: Option<StoredChunk> = None;
-        let key = match candidate.text_key {
-            Some(key) => key,
-            None => match ledger.chunks(std::slice::from_ref(&candidate.id))?.pop() {
-                Some(chunk) => {
-                    let key = ids::text_key(&chunk.text);
-                    read = Some(chunk);
-                    key
-                }
-                None => continue,
-            },
-        };
-        let kept = by_text.get(&key).copied();
-        if kept.is_none() && hits.len() == wanted {
+        // A candidate that repeats a kept passage adds its sources to it: its text is known.
+        if let Some(&kept) = candidate.text_key.and_then(|key| by_text.get(&key)) {
+            let sources = ledger.sources_of_chunk(&candidate.id)?;
+            add_sources(
+                &mut hits[kept],
+                sources.into_iter().map(HitSource::from).collect(),
+            );
             continue;
         }
-        let sources = ledger.sources_of_chunk(&candidate.id)?;
-        let Some(first) = sources.first() else {
+        if hits.len() == wanted && candidate.text_key.is_some() {
+            continue;
+        }
+        // A new passage, or one found by meaning alone, which comes without its text's key:
+        // its text and sources in one read.
+        let Some((chunk, sources)) = ledger.chunk_with_sources(&candidate.id)? else {
             continue;
         };
+        let key = candidate
+            .text_key
+            .unwrap_or_else(|| ids::text_key(&chunk.text));
+        let first = &sources[0];
         let lines = [first.lines.0, first.lines.1];
         let pages = first.pages.map(|(a, b)| [a, b]);
         let sources: Vec<HitSource> = sources.into_iter().map(HitSource::from).collect();
-        if let Some(kept) = kept {
+        if let Some(&kept) = by_text.get(&key) {
             add_sources(&mut hits[kept], sources);
             continue;
         }
-        let chunk = match read {
-            Some(chunk) => chunk,
-            None => match ledger.chunks(std::slice::from_ref(&candidate.id))?.pop() {
-                Some(chunk) => chunk,
-                None => continue,
-            },
-        };
+        if hits.len() == wanted {
+            continue;
+        }
         by_text.insert(key, hits.len());
         let mut hit = Hit {
             chunk_id: candidate.id.to_hex(),

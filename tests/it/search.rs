@@ -247,3 +247,78 @@ fn root_filter_keeps_hits_from_one_ingested_folder() {
         "{message}"
     );
 }
+
+/// A passage found in several files, and twice in one of them, is one hit: every file once,
+/// sorted, each with the lines of its first place, and the hit's lines those of the first
+/// source. The hit's text and its sources are read together; a passage that repeats a kept
+/// one only adds its sources.
+#[test]
+fn a_passage_in_several_files_is_one_hit_with_each_file_once_at_its_first_place() {
+    let env = Env::empty();
+    let passage = "The flux capacitor hums at 1.21 gigawatts when the quench valve opens.";
+    let twice = format!(
+        "# Reactor\n\n## Quench\n\n{passage}\n\n# Reactor\n\n## Other\n\nFiller words here.\n\n\
+         # Reactor\n\n## Quench\n\n{passage}\n"
+    );
+    env.write("b/twice.md", &twice);
+    env.write(
+        "a/once.md",
+        &format!("# Reactor\n\n## Quench\n\n{passage}\n"),
+    );
+    env.write(
+        "c/later.md",
+        &format!("Intro line.\n\n# Reactor\n\n## Quench\n\n{passage}\n"),
+    );
+    env.ingest();
+    let response = env.search("quench valve gigawatts", 5);
+    let hits = response["hits"].as_array().expect("hits");
+    let found: Vec<&serde_json::Value> = hits
+        .iter()
+        .filter(|hit| {
+            hit["text"]
+                .as_str()
+                .expect("text")
+                .contains("flux capacitor")
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{response}");
+    let hit = found[0];
+    let sources: Vec<(String, [u64; 2])> = hit["sources"]
+        .as_array()
+        .expect("sources")
+        .iter()
+        .map(|source| {
+            let lines = source["lines"].as_array().expect("lines");
+            (
+                source["path"].as_str().expect("path").to_string(),
+                [
+                    lines[0].as_u64().expect("first line"),
+                    lines[1].as_u64().expect("last line"),
+                ],
+            )
+        })
+        .collect();
+    let paths: Vec<&str> = sources.iter().map(|(path, _)| path.as_str()).collect();
+    assert_eq!(paths, ["a/once.md", "b/twice.md", "c/later.md"], "{hit}");
+    assert_eq!(hit["paths"], serde_json::json!(paths), "{hit}");
+    // Each file at its first place: `twice.md` holds the passage from line 5, and again at 17.
+    let line_of = |path: &str| {
+        let text = std::fs::read_to_string(env.docs.join(path)).expect("read");
+        text.lines()
+            .position(|line| line == passage)
+            .expect("passage") as u64
+            + 1
+    };
+    for (path, [first, last]) in &sources {
+        assert!(
+            *first <= line_of(path) && line_of(path) <= *last,
+            "{path} lines {first}-{last} miss its first place: {hit}"
+        );
+    }
+    assert!(sources[1].1[1] < 17, "twice.md at its second place: {hit}");
+    assert_eq!(
+        hit["lines"],
+        serde_json::json!(sources[0].1),
+        "the hit's lines are not its first source's: {hit}"
+    );
+}

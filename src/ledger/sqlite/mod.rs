@@ -629,45 +629,88 @@ impl Ledger {
             .map_err(sql_error("read chunks"))
     }
 
-    /// Every place a chunk appears, sorted by root and path.
+    /// Every place a chunk appears, sorted by root and path, one per path.
     pub(crate) fn sources_of_chunk(&self, id: &ChunkId) -> Result<Vec<ChunkSource>> {
         let mut stmt = self
             .conn
             .prepare_cached(if self.has_pages {
-                "SELECT r.path, s.path, dc.line_start, dc.line_end, dc.page_start, dc.page_end
+                "SELECT r.path, s.path, dc.ordinal, dc.line_start, dc.line_end,
+                        dc.page_start, dc.page_end
                  FROM doc_chunks dc
                  JOIN sources s ON s.doc_hash = dc.doc_hash
                  JOIN roots r ON r.root_id = s.root_id
-                 WHERE dc.chunk_id = ?1
-                 ORDER BY r.path, s.path, dc.ordinal"
+                 WHERE dc.chunk_id = ?1"
             } else {
-                "SELECT r.path, s.path, dc.line_start, dc.line_end, NULL, NULL
+                "SELECT r.path, s.path, dc.ordinal, dc.line_start, dc.line_end, NULL, NULL
                  FROM doc_chunks dc
                  JOIN sources s ON s.doc_hash = dc.doc_hash
                  JOIN roots r ON r.root_id = s.root_id
-                 WHERE dc.chunk_id = ?1
-                 ORDER BY r.path, s.path, dc.ordinal"
+                 WHERE dc.chunk_id = ?1"
             })
             .map_err(sql_error("read chunk sources"))?;
-        let rows = stmt
-            .query_map([id.as_bytes()], |row| {
-                Ok(ChunkSource {
-                    root: row.get(0)?,
-                    path: row.get(1)?,
-                    lines: (row.get(2)?, row.get(3)?),
-                    pages: match (row.get::<_, Option<u32>>(4)?, row.get::<_, Option<u32>>(5)?) {
-                        (Some(first), Some(last)) => Some((first, last)),
-                        _ => None,
-                    },
-                })
-            })
+        let mut rows = stmt
+            .query([id.as_bytes()])
             .map_err(sql_error("read chunk sources"))?;
-        let mut sources: Vec<ChunkSource> = rows
-            .collect::<rusqlite::Result<_>>()
-            .map_err(sql_error("read chunk sources"))?;
-        // A passage repeated inside one document is listed once per path.
-        sources.dedup_by(|a, b| a.root == b.root && a.path == b.path);
-        Ok(sources)
+        let mut places = Vec::new();
+        while let Some(row) = rows.next().map_err(sql_error("read chunk sources"))? {
+            places.push(place_column(row, 0).map_err(sql_error("read chunk sources"))?);
+        }
+        Ok(sorted_sources(places))
+    }
+
+    /// A chunk the ledger holds now with every place it appears (as `chunks` and
+    /// `sources_of_chunk` give them), or `None` when it holds the chunk no more or no source
+    /// names it. One statement, where a search reads both for each hit: the two each looked
+    /// the chunk up by its ID.
+    pub(crate) fn chunk_with_sources(
+        &self,
+        id: &ChunkId,
+    ) -> Result<Option<(StoredChunk, Vec<ChunkSource>)>> {
+        if !self.has_links {
+            // An older ledger a writer has not upgraded yet: its tables are joined another way.
+            let Some(chunk) = self.chunks(std::slice::from_ref(id))?.pop() else {
+                return Ok(None);
+            };
+            let sources = self.sources_of_chunk(id)?;
+            return Ok((!sources.is_empty()).then_some((chunk, sources)));
+        }
+        const CONTEXT: &str = "read chunk and sources";
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT r.path, s.path, l.ordinal, l.line_start, l.line_end,
+                        l.page_start, l.page_end, c.heading, c.text
+                 FROM chunks c
+                 JOIN doc_chunk_links l ON l.chunk_row = c.chunk_row
+                 JOIN documents d ON d.doc_row = l.doc_row
+                 JOIN sources s ON s.doc_hash = d.doc_hash
+                 JOIN roots r ON r.root_id = s.root_id
+                 WHERE c.chunk_id = ?1",
+            )
+            .map_err(sql_error(CONTEXT))?;
+        let mut rows = stmt.query([id.as_bytes()]).map_err(sql_error(CONTEXT))?;
+        let mut places = Vec::new();
+        let mut chunk = None;
+        while let Some(row) = rows.next().map_err(sql_error(CONTEXT))? {
+            places.push(place_column(row, 0).map_err(sql_error(CONTEXT))?);
+            if chunk.is_none() {
+                // The same text on every row: decoded once.
+                let heading = self
+                    .texts
+                    .column(&self.conn, row, 7)
+                    .map_err(sql_error(CONTEXT))?;
+                let text = self
+                    .texts
+                    .column(&self.conn, row, 8)
+                    .map_err(sql_error(CONTEXT))?;
+                chunk = Some(StoredChunk {
+                    id: *id,
+                    heading_path: decode_heading(&heading),
+                    text,
+                });
+            }
+        }
+        Ok(chunk.map(|chunk| (chunk, sorted_sources(places))))
     }
 
     /// Every root ever ingested, by canonical path, sorted.
@@ -1702,6 +1745,37 @@ fn decode_fields(json: &str) -> Vec<(String, String)> {
 
 fn encode_heading(heading_path: &[String]) -> String {
     serde_json::to_string(heading_path).expect("a list of strings always serialises")
+}
+
+/// One place of a chunk from the columns from `first` on: root, path, ordinal, first and last
+/// line, first and last page.
+fn place_column(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<(ChunkSource, u32)> {
+    let source = ChunkSource {
+        root: row.get(first)?,
+        path: row.get(first + 1)?,
+        lines: (row.get(first + 3)?, row.get(first + 4)?),
+        pages: match (
+            row.get::<_, Option<u32>>(first + 5)?,
+            row.get::<_, Option<u32>>(first + 6)?,
+        ) {
+            (Some(start), Some(end)) => Some((start, end)),
+            _ => None,
+        },
+    };
+    Ok((source, row.get(first + 2)?))
+}
+
+/// The places of a chunk by root, path and ordinal (byte order, as SQLite's `ORDER BY` on
+/// text), each path once: a passage repeated inside one document is listed at its first place.
+/// Sorted here rather than by the statement, which would build a temporary B-tree for a row or
+/// two.
+fn sorted_sources(mut places: Vec<(ChunkSource, u32)>) -> Vec<ChunkSource> {
+    places.sort_unstable_by(|(a, a_ordinal), (b, b_ordinal)| {
+        (&a.root, &a.path, a_ordinal).cmp(&(&b.root, &b.path, b_ordinal))
+    });
+    let mut sources: Vec<ChunkSource> = places.into_iter().map(|(source, _)| source).collect();
+    sources.dedup_by(|a, b| a.root == b.root && a.path == b.path);
+    sources
 }
 
 fn decode_heading(json: &str) -> Vec<String> {
