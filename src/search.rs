@@ -1127,12 +1127,12 @@ fn add_snippets(
     query: &str,
     config: &QueryConfig,
 ) -> Result<()> {
-    let highlighter = match mode {
+    let mut highlighter = match mode {
         Mode::Semantic => None,
         _ => Some(snapshot.highlighter(query, config)?),
     };
     for hit in page {
-        hit.snippet = match &highlighter {
+        hit.snippet = match &mut highlighter {
             Some(highlighter) => highlighter.snippet(&hit.text),
             None => index::opening(&hit.text, 240),
         };

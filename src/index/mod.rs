@@ -26,6 +26,7 @@
 mod directory;
 mod merges;
 mod query;
+mod snippet;
 mod tokenizer;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -42,7 +43,6 @@ use tantivy::indexer::IndexWriterOptions;
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
-use tantivy::snippet::SnippetGenerator;
 use tantivy::{
     DocAddress, Index as TantivyIndex, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term,
 };
@@ -980,9 +980,9 @@ impl Snapshot {
             config,
             &|_| false,
         );
-        // What `SnippetGenerator::create` does, with an analyzer that stems only the words that
-        // can match (`tokenizer::highlighter`): each term of the body the index holds, weighed
-        // by its rarity.
+        // What `SnippetGenerator::create` weighs, with an analyzer that stems only the words
+        // that can match (`tokenizer::highlighter`): each term of the body the index holds,
+        // weighed by its rarity.
         let mut terms: std::collections::BTreeSet<&tantivy::Term> = Default::default();
         query.query_terms(&mut |term, _| {
             if term.field() == self.fields.body {
@@ -1003,9 +1003,9 @@ impl Snapshot {
                 weights.insert(text.to_string(), 1.0 / (1.0 + documents as tantivy::Score));
             }
         }
-        let analyzer = tokenizer::highlighter(weights.keys().map(String::as_str));
-        let snippets = SnippetGenerator::new(weights, analyzer, self.fields.body, SNIPPET_CHARS);
-        Ok(Highlighter { snippets })
+        let terms = snippet::Terms::new(weights);
+        let analyzer = tokenizer::highlighter(terms.words());
+        Ok(Highlighter { terms, analyzer })
     }
 }
 
@@ -1014,14 +1014,19 @@ const SNIPPET_CHARS: usize = 240;
 
 /// Makes the snippets of one query's hits.
 pub(crate) struct Highlighter {
-    snippets: SnippetGenerator,
+    terms: snippet::Terms,
+    analyzer: tantivy::tokenizer::TextAnalyzer,
 }
 
 impl Highlighter {
     /// A short passage of `text` with the query's matched terms between `**`; how the text
     /// begins when no term of the query is in it (a match in the heading or the labels alone).
-    pub fn snippet(&self, text: &str) -> String {
-        let snippet = mark(&self.snippets.snippet(text));
+    pub fn snippet(&mut self, text: &str) -> String {
+        let snippet =
+            match snippet::best_fragment(&mut self.analyzer, &self.terms, text, SNIPPET_CHARS) {
+                Some(fragment) => mark(text, &fragment),
+                None => String::new(),
+            };
         if snippet.is_empty() {
             opening(text, SNIPPET_CHARS)
         } else {
@@ -1130,21 +1135,20 @@ pub fn opening(text: &str, max_chars: usize) -> String {
 }
 
 /// Marks the highlighted ranges of a snippet with `**`, and folds white space.
-fn mark(snippet: &tantivy::snippet::Snippet) -> String {
-    let fragment = snippet.fragment();
-    let mut out = String::with_capacity(fragment.len() + 16);
-    let mut last = 0;
-    for range in snippet.highlighted() {
-        if range.start < last || range.end > fragment.len() {
+fn mark(text: &str, fragment: &snippet::Fragment) -> String {
+    let mut out = String::with_capacity(fragment.range.len() + 16);
+    let mut last = fragment.range.start;
+    for range in &fragment.marks {
+        if range.start < last || range.end > fragment.range.end {
             continue;
         }
-        out.push_str(&fragment[last..range.start]);
+        out.push_str(&text[last..range.start]);
         out.push_str("**");
-        out.push_str(&fragment[range.clone()]);
+        out.push_str(&text[range.clone()]);
         out.push_str("**");
         last = range.end;
     }
-    out.push_str(&fragment[last..]);
+    out.push_str(&text[last..fragment.range.end]);
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
