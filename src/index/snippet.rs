@@ -261,5 +261,20 @@ mod tests {
             let weights = weights_of(&query, |i| weights[i] as f32 * 0.25);
             prop_assert_eq!(ours(&weights, &text, max_chars), tantivy_s(&weights, &text, max_chars));
         }
+
+        /// The same for any text at all (any characters, combining marks, controls) with
+        /// queries drawn from its own words: no offset of ours falls inside a character.
+        #[test]
+        fn snippets_of_any_text_are_tantivy_s(
+            text in "\\PC{0,300}|[a-zA-Z0-9 _.\\-\u{300}\u{130}\u{3a3}\u{df}]{0,300}",
+            picks in proptest::collection::vec(any::<prop::sample::Index>(), 1..4),
+            max_chars in prop_oneof![Just(240usize), 1usize..100],
+        ) {
+            let words: Vec<&str> = text.split_whitespace().collect();
+            prop_assume!(!words.is_empty());
+            let query: Vec<&str> = picks.iter().map(|pick| *pick.get(&words)).collect();
+            let weights = weights_of(&query, |i| 0.5 + i as f32);
+            prop_assert_eq!(ours(&weights, &text, max_chars), tantivy_s(&weights, &text, max_chars));
+        }
     }
 }
