@@ -87,7 +87,8 @@ pub(crate) fn best_fragment(
     // `Iterator::max_by` over Tantivy's order does: the higher score, and of equal scores the
     // fragment that begins (then ends) first.
     let finish = |score: f32, fragment: Fragment, best: &mut Option<(f32, Fragment)>| {
-        if score <= 0.0 {
+        // Tantivy keeps a fragment whose score is greater than zero (a NaN is not).
+        if score.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
             return;
         }
         let better = |(top, kept): &(f32, Fragment)| match top.partial_cmp(&score) {

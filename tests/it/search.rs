@@ -249,7 +249,7 @@ fn root_filter_keeps_hits_from_one_ingested_folder() {
 }
 
 /// A passage found in several files, and twice in one of them, is one hit: every file once,
-/// sorted, each with the lines of its first place, and the hit's lines those of the first
+/// sorted by its path's bytes, each with the lines of its first place, and the hit's lines those of the first
 /// source. The hit's text and its sources are read together; a passage that repeats a kept
 /// one only adds its sources.
 #[test]
@@ -269,6 +269,11 @@ fn a_passage_in_several_files_is_one_hit_with_each_file_once_at_its_first_place(
         "c/later.md",
         &format!("Intro line.\n\n# Reactor\n\n## Quench\n\n{passage}\n"),
     );
+    // Paths sort by their bytes, as SQLite's `ORDER BY` on text did: capitals before small
+    // letters, `-` and `.` before `/`, and a non-ASCII letter after every ASCII one.
+    for path in ["É/accent.md", "Z/upper.md", "a-b/dash.md", "a.b/dot.md"] {
+        env.write(path, &format!("# Reactor\n\n## Quench\n\n{passage}\n"));
+    }
     env.ingest();
     let response = env.search("quench valve gigawatts", 5);
     let hits = response["hits"].as_array().expect("hits");
@@ -299,7 +304,19 @@ fn a_passage_in_several_files_is_one_hit_with_each_file_once_at_its_first_place(
         })
         .collect();
     let paths: Vec<&str> = sources.iter().map(|(path, _)| path.as_str()).collect();
-    assert_eq!(paths, ["a/once.md", "b/twice.md", "c/later.md"], "{hit}");
+    assert_eq!(
+        paths,
+        [
+            "Z/upper.md",
+            "a-b/dash.md",
+            "a.b/dot.md",
+            "a/once.md",
+            "b/twice.md",
+            "c/later.md",
+            "É/accent.md"
+        ],
+        "{hit}"
+    );
     assert_eq!(hit["paths"], serde_json::json!(paths), "{hit}");
     // Each file at its first place: `twice.md` holds the passage from line 5, and again at 17.
     let line_of = |path: &str| {
@@ -315,7 +332,12 @@ fn a_passage_in_several_files_is_one_hit_with_each_file_once_at_its_first_place(
             "{path} lines {first}-{last} miss its first place: {hit}"
         );
     }
-    assert!(sources[1].1[1] < 17, "twice.md at its second place: {hit}");
+    let twice_lines = sources
+        .iter()
+        .find(|(path, _)| path == "b/twice.md")
+        .map(|(_, lines)| *lines)
+        .expect("twice.md");
+    assert!(twice_lines[1] < 17, "twice.md at its second place: {hit}");
     assert_eq!(
         hit["lines"],
         serde_json::json!(sources[0].1),

@@ -668,11 +668,15 @@ impl Ledger {
     ) -> Result<Option<(StoredChunk, Vec<ChunkSource>)>> {
         if !self.has_links {
             // An older ledger a writer has not upgraded yet: its tables are joined another way.
-            let Some(chunk) = self.chunks(std::slice::from_ref(id))?.pop() else {
-                return Ok(None);
-            };
+            // The sources first: a chunk no source names is skipped without decoding its text.
             let sources = self.sources_of_chunk(id)?;
-            return Ok((!sources.is_empty()).then_some((chunk, sources)));
+            if sources.is_empty() {
+                return Ok(None);
+            }
+            return Ok(self
+                .chunks(std::slice::from_ref(id))?
+                .pop()
+                .map(|chunk| (chunk, sources)));
         }
         const CONTEXT: &str = "read chunk and sources";
         let mut stmt = self
@@ -1749,7 +1753,7 @@ fn encode_heading(heading_path: &[String]) -> String {
 
 /// One place of a chunk from the columns from `first` on: root, path, ordinal, first and last
 /// line, first and last page.
-fn place_column(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<(ChunkSource, u32)> {
+fn place_column(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<(ChunkSource, i64)> {
     let source = ChunkSource {
         root: row.get(first)?,
         path: row.get(first + 1)?,
@@ -1769,7 +1773,7 @@ fn place_column(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<(Chun
 /// text), each path once: a passage repeated inside one document is listed at its first place.
 /// Sorted here rather than by the statement, which would build a temporary B-tree for a row or
 /// two.
-fn sorted_sources(mut places: Vec<(ChunkSource, u32)>) -> Vec<ChunkSource> {
+fn sorted_sources(mut places: Vec<(ChunkSource, i64)>) -> Vec<ChunkSource> {
     places.sort_unstable_by(|(a, a_ordinal), (b, b_ordinal)| {
         (&a.root, &a.path, a_ordinal).cmp(&(&b.root, &b.path, b_ordinal))
     });
