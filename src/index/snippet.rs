@@ -4,8 +4,8 @@
 //! The passage is the one Tantivy's `SnippetGenerator` picks, found the same way: the text's
 //! tokens are cut into fragments of at most `max_chars` bytes (a fragment ends before the token
 //! that would pass the limit, and the next begins at that token), each scored by the weights of
-//! the terms in it, and the best is kept: the highest score, of equals the one that begins (then ends) first. What differs
-//! is the look-up. Tantivy's generator looks every token up by a lower-cased copy, an
+//! the terms in it, and the best is kept: the highest score, of equals the one that begins (then
+//! ends) first. What differs is the look-up. Tantivy's generator looks every token up by a lower-cased copy, an
 //! allocation per word of the passage (and, for an empty word, an AVX-512 masked compare at a
 //! dangling address that costs a microcode assist); here a token is compared with the terms as
 //! it is, only when its first letter begins one of them, and nothing is allocated per word. A

@@ -249,8 +249,8 @@ fn root_filter_keeps_hits_from_one_ingested_folder() {
 }
 
 /// A passage found in several files, and twice in one of them, is one hit: every file once,
-/// sorted by its path's bytes, each with the lines of its first place, and the hit's lines those of the first
-/// source. The hit's text and its sources are read together; a passage that repeats a kept
+/// sorted by its path's bytes, each with the lines of its first place, and the hit's lines
+/// those of the first source. The hit's text and its sources are read together; a passage that repeats a kept
 /// one only adds its sources.
 #[test]
 fn a_passage_in_several_files_is_one_hit_with_each_file_once_at_its_first_place() {
