@@ -91,14 +91,17 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
     if args.watch {
         return watch(cli, args, config, &interrupt, shared);
     }
-    let (mut store, _caught_up) = Store::open_writer(
+    // The folders are walked while the store opens, once it is this run's alone.
+    let (mut store, _caught_up, walks) = Store::open_writer_then(
         &cli.store_dir(),
         args.wait.lock_wait(),
         config.store.clone(),
         shared.as_ref(),
+        || ingest::Walks::start(&args.roots, &config),
     )?;
+    let walks = walks?;
     let bar = Bar::new(cli.quiet || cli.json);
-    let result = ingest::ingest(&mut store, &args.roots, &config, &bar);
+    let result = ingest::ingest_walked(&mut store, walks, &config, &bar);
     bar.finish();
     let report = result?;
     store.close()?;

@@ -11,6 +11,7 @@ pub mod embed;
 mod plan;
 mod read;
 mod to_read;
+mod walks;
 pub mod watch;
 
 use std::collections::{HashMap, HashSet};
@@ -32,11 +33,12 @@ use crate::format::FormatSet;
 use crate::ids::{DocHash, Generation};
 use crate::ledger::{Batch, Dictionary, NewDocument, PackedTexts, Packer, Samples, SourceUpsert};
 use crate::store::{Store, StoreConfig};
-use crate::walk::{Excludes, Warning, WarningKind};
+use crate::walk::{Warning, WarningKind};
 
 pub(crate) use plan::{KnownSources, PlanConfig, RootPlan, plan_root};
 pub(crate) use read::{ReadOutcome, read_file};
 pub(crate) use to_read::FileToRead;
+pub use walks::Walks;
 
 /// Files larger than this are skipped with a warning unless `--max-file-size` says otherwise.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 * 1024 * 1024;
@@ -216,30 +218,48 @@ pub fn ingest(
     progress: &dyn Progress,
 ) -> Result<IngestReport> {
     let dir = store.paths().dir.clone();
-    ingest_roots(store, roots, config, progress).map_err(|err| err.in_store(&dir))
+    Walks::start(roots, config)
+        .and_then(|walks| ingest_roots(store, walks, config, progress))
+        .map_err(|err| err.in_store(&dir))
+}
+
+/// Ingests the roots of `walks`, started once the store was locked for this run
+/// (`Store::open_writer_then`), into the store.
+pub fn ingest_walked(
+    store: &mut Store,
+    walks: Walks,
+    config: &IngestConfig,
+    progress: &dyn Progress,
+) -> Result<IngestReport> {
+    let dir = store.paths().dir.clone();
+    ingest_roots(store, walks, config, progress).map_err(|err| err.in_store(&dir))
 }
 
 fn ingest_roots(
     store: &mut Store,
-    roots: &[PathBuf],
+    mut walks: Walks,
     config: &IngestConfig,
     progress: &dyn Progress,
 ) -> Result<IngestReport> {
     let started = Instant::now();
-    let excludes = Excludes::new(&config.excludes)?;
     progress.phase("walk", 0);
     let plan_config = PlanConfig {
-        excludes: &excludes,
         rehash: config.rehash,
         allow_mass_delete: config.allow_mass_delete,
         max_file_size: config.max_file_size,
-        formats: config.formats,
     };
+    let roots = walks.roots().to_vec();
     let mut plans = Vec::with_capacity(roots.len());
-    for root in roots {
-        let canonical = canonical_root(root)?;
-        plans.push(plan_root(store.ledger(), &canonical, &plan_config)?);
+    for root in &roots {
+        plans.push(plan_root(
+            store.ledger(),
+            root,
+            || walks.next(),
+            &plan_config,
+        )?);
     }
+    // Every walk is taken: the thread is done.
+    drop(walks);
     crash_point("ingest.after_plan");
     let total: u64 = plans.iter().map(|plan| plan.to_read.len() as u64).sum();
     config.interrupt.check(0, total)?;

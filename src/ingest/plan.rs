@@ -15,12 +15,11 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::crash::crash_point;
 use crate::error::{Error, Result};
 use crate::ingest::read::{ReadOutcome, read_file};
 use crate::ingest::to_read::{FileToRead, FilesToRead};
 use crate::ledger::{Ledger, RootId, SourceRecord};
-use crate::walk::{self, Excludes, WalkedFile, Warning};
+use crate::walk::{self, WalkedFile, Warning};
 
 /// A file whose mtime is this close to (or after) the moment its stat was recorded may have
 /// changed again within the file system's timestamp granularity without its stat showing it
@@ -83,49 +82,33 @@ impl KnownSources {
 
 /// How a root is planned.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct PlanConfig<'a> {
-    pub excludes: &'a Excludes,
+pub(crate) struct PlanConfig {
     /// Ignore the stat cache.
     pub rehash: bool,
     pub allow_mass_delete: bool,
     /// Files over this size are not read, here to prove a rename either.
     pub max_file_size: u64,
-    /// The formats read; files of others are passed over (and counted).
-    pub formats: crate::format::FormatSet,
 }
 
-/// Plans one root. `root` must be canonical.
-pub(crate) fn plan_root(ledger: &Ledger, root: &Path, config: &PlanConfig<'_>) -> Result<RootPlan> {
+/// Plans one root. `root` must be canonical, and `walk` gives its walk (`Walks::next`),
+/// taken once the ledger's sources of the root are read: the two wait on different things (the
+/// file system, SQLite), so the walk is on its way already.
+pub(crate) fn plan_root(
+    ledger: &Ledger,
+    root: &Path,
+    walk: impl FnOnce() -> Result<walk::Walk>,
+    config: &PlanConfig,
+) -> Result<RootPlan> {
     let root_key = root
         .to_str()
         .ok_or_else(|| Error::Usage(format!("folder name {} is not valid UTF-8", root.display())))?
         .to_string();
     let root_id = ledger.find_root(&root_key)?;
-    // The walk (the file system) and the read of the ledger's sources (SQLite) are each about
-    // half of a run that changes nothing: they run side by side.
-    let walk_root = || {
-        // A pause point for the tests of a root swapped between being resolved and being
-        // opened.
-        crash_point("plan.before_walk");
-        walk::walk(root, config.excludes, config.formats)
+    let known = match root_id {
+        Some(id) => ledger.sources_of_root(id),
+        None => Ok(Vec::new()),
     };
-    let (walked, known) = std::thread::scope(|scope| {
-        let walking = std::thread::Builder::new()
-            .name("walk".into())
-            .spawn_scoped(scope, walk_root);
-        let known = match root_id {
-            Some(id) => ledger.sources_of_root(id),
-            None => Ok(Vec::new()),
-        };
-        let walked = match walking {
-            Ok(walking) => walking
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            // No thread to be had: the walk runs here, after the read.
-            Err(_) => walk_root(),
-        };
-        (walked, known)
-    });
+    let walked = walk();
     // The ledger's error first, as when the two ran one after the other.
     let known = KnownSources::new(known?);
     let mut walked = walked?;
@@ -194,7 +177,7 @@ fn proven_renames(
     known: &KnownSources,
     to_delete: &[String],
     to_read: &[WalkedFile],
-    config: &PlanConfig<'_>,
+    config: &PlanConfig,
 ) -> usize {
     let Some(root_dir) = walked.root_dir.as_ref() else {
         return 0;

@@ -144,15 +144,19 @@ pub struct Store {
 }
 
 impl Store {
+    /// Opens the store at `dir` for writing; `locked` is called once, as soon as the writer
+    /// lock is held.
     fn open_at(
         dir: &Path,
         wait: LockWait,
         then: Then,
         config: StoreConfig,
+        locked: &mut dyn FnMut(),
     ) -> Result<(Store, CatchUp)> {
         std::fs::create_dir_all(dir)
             .map_err(|err| Error::io(format!("create store {}", dir.display()), err))?;
         let lock = WriterLock::acquire(dir, wait)?;
+        locked();
         let paths = StorePaths::new(dir);
         let ledger = Ledger::open(&paths.ledger(), Access::ReadWrite)?;
         let publisher = match ledger.replica_state()? {
@@ -1155,8 +1159,9 @@ impl StoreReader {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::{LockWait, Store};
+    use super::{LockWait, Store, WriterLock};
     use crate::chunk::Chunk;
+    use crate::error::Error;
     use crate::ids::{ChunkId, DocHash};
     use crate::index::Indexing;
     use crate::ledger::{Batch, NewDocument, SourceUpsert};
@@ -1189,6 +1194,39 @@ mod tests {
                 packed: None,
             }),
         }
+    }
+
+    /// The work `open_writer_then` starts (a run's walk) starts only once the store is this
+    /// writer's alone, and what it made is handed back.
+    #[test]
+    fn open_writer_then_calls_once_the_lock_is_held() {
+        let dir = tempfile::tempdir().expect("temp store");
+        let mut calls = 0;
+        let (_store, _, made) = Store::open_writer_then(
+            dir.path(),
+            LockWait::NoWait,
+            Default::default(),
+            None,
+            || {
+                calls += 1;
+                WriterLock::acquire(dir.path(), LockWait::NoWait)
+            },
+        )
+        .expect("open store");
+        assert_eq!(calls, 1);
+        assert!(
+            matches!(made, Err(Error::LockBusy { .. })),
+            "called before the lock was held: {made:?}"
+        );
+        // A writer that cannot have the store calls nothing.
+        let refused = Store::open_writer_then(
+            dir.path(),
+            LockWait::NoWait,
+            Default::default(),
+            None,
+            || panic!("called without the lock"),
+        );
+        assert!(matches!(refused, Err(Error::LockBusy { .. })));
     }
 
     /// A writer opened before the run says how much it reads (a catch-up's) is settled and

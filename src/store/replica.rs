@@ -79,21 +79,42 @@ impl Store {
         config: StoreConfig,
         shared: Option<&SharedWriting>,
     ) -> Result<(Store, CatchUp)> {
+        Store::open_writer_then(dir, wait, config, shared, || ())
+            .map(|(store, caught_up, ())| (store, caught_up))
+    }
+
+    /// `open_writer`, calling `once_alone` as soon as this writer holds the store alone (its
+    /// lock, and the shared ledger's lease when there is one), before the ledger is brought up
+    /// to date and the index opened and caught up: work that needs the store to itself but not
+    /// the store open (a run's walk, `ingest::Walks`) goes on meanwhile. Returns what it made.
+    pub fn open_writer_then<T>(
+        dir: &Path,
+        wait: LockWait,
+        config: StoreConfig,
+        shared: Option<&SharedWriting>,
+        once_alone: impl FnOnce() -> T,
+    ) -> Result<(Store, CatchUp, T)> {
+        let mut once_alone = Some(once_alone);
+        let mut made = None;
         let Some(shared) = shared else {
-            let opened = Store::open_at(dir, wait, Then::CatchUp, config)
-                .map_err(|err| err.in_store(dir))?;
+            let opened = Store::open_at(dir, wait, Then::CatchUp, config, &mut || {
+                made = once_alone.take().map(|call| call());
+            })
+            .map_err(|err| err.in_store(dir))?;
             if opened.0.publisher.is_replica() {
                 return Err(Error::Usage(format!(
                     "the store at {} is a replica of a shared ledger; writing it without the shared ledger would make the replica disagree with it\nhint: pass the same --ledger postgres://… (or use a store of its own)",
                     dir.display()
                 )));
             }
-            return Ok(opened);
+            let made = made.expect("open_at calls it once the store is locked");
+            return Ok((opened.0, opened.1, made));
         };
-        let (mut store, _) =
-            Store::open_at(dir, wait, Then::Nothing, config).map_err(|err| err.in_store(dir))?;
+        let (mut store, _) = Store::open_at(dir, wait, Then::Nothing, config, &mut || {})
+            .map_err(|err| err.in_store(dir))?;
         require_replica(&store.ledger, dir, &shared.ledger)?;
         let lease = Lease::take(&shared.ledger, wait, shared.lease_ttl)?;
+        let made = once_alone.take().map(|call| call());
         let synced = pull_into_replica(&mut store, &shared.ledger, OtherLedger::Refuse)?;
         store.publisher = Publisher::Shared {
             ledger: shared.ledger.clone(),
@@ -109,7 +130,7 @@ impl Store {
         };
         store.sync_vectors()?;
         store.publisher.report_progress(&store.ledger, dir)?;
-        Ok((store, caught_up))
+        Ok((store, caught_up, made.expect("called above")))
     }
 
     /// Opens the store at `dir` for writing and makes its index again from its ledger
@@ -121,8 +142,8 @@ impl Store {
         wait: LockWait,
         config: StoreConfig,
     ) -> Result<(Store, Generation)> {
-        let (mut store, opened) =
-            Store::open_at(dir, wait, Then::Rebuild, config).map_err(|err| err.in_store(dir))?;
+        let (mut store, opened) = Store::open_at(dir, wait, Then::Rebuild, config, &mut || {})
+            .map_err(|err| err.in_store(dir))?;
         let generation = match opened {
             CatchUp::Replaced { to } => to,
             _ => store.rebuild()?,
@@ -225,8 +246,8 @@ pub fn sync_replica(
     shared: &PgLedger,
     other: OtherLedger,
 ) -> Result<SyncReport> {
-    let (mut store, _) =
-        Store::open_at(dir, wait, Then::Nothing, config).map_err(|err| err.in_store(dir))?;
+    let (mut store, _) = Store::open_at(dir, wait, Then::Nothing, config, &mut || {})
+        .map_err(|err| err.in_store(dir))?;
     require_replica(&store.ledger, dir, shared)?;
     let synced = pull_into_replica(&mut store, shared, other)?;
     // A replica now, whatever it was when it opened: its ledger is written by syncs alone.

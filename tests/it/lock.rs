@@ -91,3 +91,66 @@ fn two_ingests_started_together_leave_one_consistent_store() {
     env.assert_verified();
     assert_eq!(env.export(), clean_export(&env.docs));
 }
+
+/// A run waiting for the lock walks its folders only once it holds the lock: a file another
+/// writer added meanwhile is in its walk, not taken for a deletion.
+#[test]
+fn a_waiting_run_walks_only_once_it_holds_the_lock() {
+    let env = Env::sample();
+    env.ingest();
+    let docs = env.docs.to_str().expect("utf-8");
+    // The first writer holds the store, paused before its walk.
+    let pause = env.tmp.path().join("pause");
+    std::fs::create_dir(&pause).expect("mkdir pause");
+    let mut first = env
+        .command(&["ingest", docs, "--json"])
+        .env(
+            "GROUNDIDX_PAUSE_AT",
+            format!("plan.before_walk@{}", pause.display()),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the first ingest");
+    crate::support::wait_paused(&pause, &mut first);
+    // The second waits for it; a walk started now would not see the file written next.
+    let mut second = env
+        .command(&["ingest", docs, "--json", "--wait", "600", "-v"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the second ingest");
+    let stderr = await_line(
+        second.stderr.take().expect("stderr"),
+        "another writer holds the store; waiting",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    env.write(
+        "arrived.md",
+        "# Arrived\n\nWritten while the second run waited, ingested by the first.\n",
+    );
+    std::fs::write(pause.join("resume"), "").expect("resume");
+    let first = first.wait_with_output().expect("wait for the first ingest");
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&first.stdout).expect("json report");
+    assert_eq!(report["documents"]["added"], 1, "{report}");
+    let second = second
+        .wait_with_output()
+        .expect("wait for the second ingest");
+    let stderr = stderr.join().expect("stderr reader");
+    assert_eq!(second.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&second.stdout).expect("json report");
+    assert_eq!(report["documents"]["removed"], 0, "{report}");
+    assert_eq!(report["documents"]["added"], 0, "{report}");
+    assert_eq!(
+        env.search("written while the second run waited", 1)["hits"][0]["paths"][0],
+        "arrived.md"
+    );
+    env.assert_verified();
+    assert_eq!(env.export(), clean_export(&env.docs));
+}
