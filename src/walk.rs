@@ -16,6 +16,7 @@ use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
@@ -225,8 +226,15 @@ impl Walk {
     }
 }
 
-/// Walks `root`, which must be a canonical path to a folder, for the files of `formats`.
-pub fn walk(root: &Path, excludes: &Excludes, formats: FormatSet) -> Result<Walk> {
+/// Walks `root`, which must be a canonical path to a folder, for the files of `formats`. Once
+/// `stop` is set, it lists nothing more and returns a walk that holds every path back (no
+/// file, the root unreadable), which no plan can take a deletion from.
+pub fn walk(
+    root: &Path,
+    excludes: &Excludes,
+    formats: FormatSet,
+    stop: &AtomicBool,
+) -> Result<Walk> {
     let meta = std::fs::metadata(root)
         .map_err(|err| Error::Usage(format!("cannot read folder {}: {err}", root.display())))?;
     if !meta.is_dir() {
@@ -261,6 +269,15 @@ pub fn walk(root: &Path, excludes: &Excludes, formats: FormatSet) -> Result<Walk
     // kernel does not resolve every path from `/` again.
     let mut folders: Vec<Option<(std::path::PathBuf, OwnedFd)>> = Vec::new();
     for entry in entries {
+        if stop.load(Ordering::Relaxed) {
+            walk.files.clear();
+            walk.warnings = vec![Warning::unreadable(
+                &root_name,
+                "the walk was stopped; nothing under the folder is read or deleted",
+            )];
+            walk.unreadable = vec![String::new()];
+            return Ok(walk);
+        }
         if first_entry {
             // A pause point for the tests of a root swapped while the walk lists it.
             crash_point("walk.first_entry");
@@ -581,6 +598,8 @@ fn relative(root: &Path, path: &Path) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicBool;
+
     use super::{Excludes, Walk, walk};
 
     #[test]
@@ -613,7 +632,13 @@ mod tests {
             std::fs::write(full, text).expect("write");
         }
         let excludes = Excludes::new(&["drafts".into(), "archive/**".into()]).expect("globs");
-        let found = walk(&root, &excludes, Default::default()).expect("walk");
+        let found = walk(
+            &root,
+            &excludes,
+            Default::default(),
+            &AtomicBool::new(false),
+        )
+        .expect("walk");
         let paths: Vec<&str> = found.files.iter().map(|f| f.rel_path.as_str()).collect();
         assert_eq!(paths, ["a.md", "b.txt", "sub/d.markdown"]);
         assert!(found.warnings.is_empty(), "{:?}", found.warnings);
@@ -633,13 +658,37 @@ mod tests {
             std::fs::write(root.join(path), "x").expect("write");
         }
         let formats = crate::format::FormatSet::parse(&["md,rst"]).expect("formats");
-        let found = walk(&root, &Excludes::default(), formats).expect("walk");
+        let found = walk(
+            &root,
+            &Excludes::default(),
+            formats,
+            &AtomicBool::new(false),
+        )
+        .expect("walk");
         let paths: Vec<&str> = found.files.iter().map(|f| f.rel_path.as_str()).collect();
         assert_eq!(paths, ["a.md", "g.rst"]);
         assert_eq!(
             found.passed_over.describe(),
             "2 .docx, 1 (no extension), 1 .png: not a supported format; 2 .pdf: not among the formats read (--formats)"
         );
+    }
+
+    #[test]
+    fn a_stopped_walk_holds_every_path_back() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().canonicalize().expect("canonical");
+        std::fs::write(root.join("a.md"), "a").expect("write");
+        let found = walk(
+            &root,
+            &Excludes::default(),
+            Default::default(),
+            &AtomicBool::new(true),
+        )
+        .expect("walk");
+        assert!(found.files.is_empty(), "{:?}", found.files);
+        assert!(found.is_held_back("a.md"));
+        assert!(found.is_held_back("any/other.md"));
+        assert!(found.warnings[0].message.contains("stopped"));
     }
 
     #[test]

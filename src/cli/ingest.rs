@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use groundidx::ingest::{self, DEFAULT_BATCH_FILES, IngestConfig, IngestReport, Interrupt};
-use groundidx::store::Store;
 use groundidx::{Error, Result};
 
 use crate::cli::embed_args::EmbedArgs;
@@ -92,14 +91,13 @@ pub fn run(cli: &Cli, args: &Args) -> Result<ExitCode> {
         return watch(cli, args, config, &interrupt, shared);
     }
     // The folders are walked while the store opens, once it is this run's alone.
-    let (mut store, _caught_up, walks) = Store::open_writer_then(
+    let (mut store, walks) = ingest::open_walking(
         &cli.store_dir(),
         args.wait.lock_wait(),
-        config.store.clone(),
         shared.as_ref(),
-        || ingest::Walks::start(&args.roots, &config),
+        &args.roots,
+        &config,
     )?;
-    let walks = walks?;
     let bar = Bar::new(cli.quiet || cli.json);
     let result = ingest::ingest_walked(&mut store, walks, &config, &bar);
     bar.finish();

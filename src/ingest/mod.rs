@@ -38,7 +38,7 @@ use crate::walk::{Warning, WarningKind};
 pub(crate) use plan::{KnownSources, PlanConfig, RootPlan, plan_root};
 pub(crate) use read::{ReadOutcome, read_file};
 pub(crate) use to_read::FileToRead;
-pub use walks::Walks;
+pub use walks::{Walks, open_walking};
 
 /// Files larger than this are skipped with a warning unless `--max-file-size` says otherwise.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 * 1024 * 1024;
@@ -218,13 +218,13 @@ pub fn ingest(
     progress: &dyn Progress,
 ) -> Result<IngestReport> {
     let dir = store.paths().dir.clone();
-    Walks::start(roots, config)
+    Walks::start(&dir, roots, config)
         .and_then(|walks| ingest_roots(store, walks, config, progress))
         .map_err(|err| err.in_store(&dir))
 }
 
-/// Ingests the roots of `walks`, started once the store was locked for this run
-/// (`Store::open_writer_then`), into the store.
+/// Ingests the roots of `walks` into the store they were started for, as it opened
+/// (`open_walking`, with the same `config`).
 pub fn ingest_walked(
     store: &mut Store,
     walks: Walks,
@@ -232,7 +232,10 @@ pub fn ingest_walked(
     progress: &dyn Progress,
 ) -> Result<IngestReport> {
     let dir = store.paths().dir.clone();
-    ingest_roots(store, walks, config, progress).map_err(|err| err.in_store(&dir))
+    walks
+        .check_store(&dir)
+        .and_then(|()| ingest_roots(store, walks, config, progress))
+        .map_err(|err| err.in_store(&dir))
 }
 
 fn ingest_roots(

@@ -114,6 +114,9 @@ impl Store {
             .map_err(|err| err.in_store(dir))?;
         require_replica(&store.ledger, dir, &shared.ledger)?;
         let lease = Lease::take(&shared.ledger, wait, shared.lease_ttl)?;
+        // Before the replica is brought to the shared ledger: a writer that took the lease
+        // since (this one's lapsed) may add a file the walk missed, but every write of this one
+        // is then refused by the lease's epoch (`postgres::log::fence` in each commit).
         let made = once_alone.take().map(|call| call());
         let synced = pull_into_replica(&mut store, &shared.ledger, OtherLedger::Refuse)?;
         store.publisher = Publisher::Shared {
