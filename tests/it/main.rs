@@ -38,7 +38,8 @@
 //! - `hostile_input`: front matter and Markdown built to exhaust memory cost at most their size.
 //! - `names`: file names and document text reach terminals and text logs escaped.
 //! - `deletion`: deletions wait for a clean walk; the mass-delete guard; roots stay apart.
-//! - `lock`: one writer at a time; readers never wait.
+//! - `lock`: one writer at a time; readers never wait; a waiting run walks only once it holds
+//!   the lock.
 //! - `cli`: exit codes, usage errors, help, store location and schema version.
 //! - `ops`: the README's crontab line, `status --max-age`, systemd units, completions, man page.
 //! - `config`: `groundidx.toml`, precedence of flags, environment, file and defaults; bad keys.
