@@ -737,6 +737,15 @@ impl Index {
             .writer_with_options(options)
             .map_err(index_error("open writer"))?;
         writer.set_merge_policy(Box::new(merges::BoundedMerges::new()));
+        // Tantivy stamps a new writer's first operation with the last commit's opstamp, which
+        // is also the delete opstamp of every segment that commit gave deletes. A merge of
+        // committed segments before this writer's first commit then skips a delete of that
+        // opstamp in those segments, yet carries on from a cursor past it (when another segment
+        // of the merge applied it): the documents it deleted come back. So the first operation
+        // is a delete of nothing, which no segment misses.
+        writer
+            .delete_query(Box::new(tantivy::query::EmptyQuery))
+            .map_err(index_error("open writer"))?;
         Ok(Writer {
             writer,
             indexing,
@@ -1346,6 +1355,70 @@ mod tests {
         ] {
             assert_eq!(super::without_mnemonic_brackets(text), expected, "{text:?}");
         }
+    }
+
+    /// A fresh writer's first operation is stamped with the last commit's opstamp, which is also
+    /// the delete opstamp of every segment that commit gave deletes. A merge of committed
+    /// segments started before the writer's first commit skips deletes at that opstamp for
+    /// those segments, yet keeps a cursor past them: Tantivy then brings back what the delete
+    /// removed. The writer's first operation must therefore delete nothing.
+    #[test]
+    fn a_fresh_writers_first_delete_survives_a_merge_of_committed_segments() {
+        use crate::ids::{ChunkId, Generation, chunk_id};
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let index = Index::open_or_create(&dir.path().join("index")).expect("an index");
+        let labels = super::ChunkLabels::default();
+        let chunk = |text: &str| -> ChunkId { chunk_id(&[], text) };
+        let add = |writer: &mut super::Writer, text: &str| {
+            writer
+                .add(&super::IndexedChunk {
+                    id: chunk(text),
+                    heading_path: &[],
+                    text,
+                    labels: &labels,
+                })
+                .expect("add");
+        };
+        // Two committed segments; the last commit gives the first one a delete.
+        let mut writer = index.writer(Indexing::Long).expect("a writer");
+        add(&mut writer, "alpha one");
+        add(&mut writer, "alpha two");
+        writer.commit(Generation(1)).expect("commit");
+        add(&mut writer, "beta one");
+        add(&mut writer, "beta two");
+        writer.commit(Generation(2)).expect("commit");
+        writer.delete(&[chunk("alpha one")]).expect("delete");
+        writer.commit(Generation(3)).expect("commit");
+        writer.finish().expect("finish");
+        index.reload().expect("reload");
+        let searcher = index.reader.searcher();
+        let segments: Vec<tantivy::index::SegmentId> = searcher
+            .segment_readers()
+            .iter()
+            .map(|segment| segment.segment_id())
+            .collect();
+        assert_eq!(segments.len(), 2, "one segment a commit");
+        let with_deletes = searcher
+            .segment_readers()
+            .iter()
+            .position(|segment| segment.num_deleted_docs() > 0)
+            .expect("the first segment has a delete");
+        let (deleted, other) = (segments[with_deletes], segments[1 - with_deletes]);
+        // A fresh writer deletes from the segment that has deletes, then merges both, the
+        // other first, before it commits.
+        let mut writer = index.writer(Indexing::Long).expect("a writer");
+        writer.delete(&[chunk("alpha two")]).expect("delete");
+        writer
+            .writer
+            .merge(&[other, deleted])
+            .wait()
+            .expect("merge");
+        writer.commit(Generation(4)).expect("commit");
+        writer.finish().expect("finish");
+        index.reload().expect("reload");
+        let mut expected = vec![chunk("beta one").to_hex(), chunk("beta two").to_hex()];
+        expected.sort();
+        assert_eq!(index.chunk_ids().expect("chunk ids"), expected);
     }
 
     #[test]
