@@ -207,6 +207,68 @@ fn crash_inside_a_tantivy_merge_heals_and_leaves_no_files_behind() {
     }
 }
 
+/// The index's segments from its `meta.json`: the commit's opstamp, and each segment's number
+/// of documents with the opstamp of its deletes, if it has any.
+fn committed_segments(env: &Env) -> (u64, Vec<(u64, Option<u64>)>) {
+    let path = env.store.join("index").join("meta.json");
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("read meta.json")).expect("JSON");
+    let segments = meta["segments"]
+        .as_array()
+        .expect("segments")
+        .iter()
+        .map(|segment| {
+            (
+                segment["max_doc"].as_u64().expect("max_doc"),
+                segment["deletes"]["opstamp"].as_u64(),
+            )
+        })
+        .collect();
+    (meta["opstamp"].as_u64().expect("opstamp"), segments)
+}
+
+/// A merge that a killed writer left undone is begun again by the next writer, at its first
+/// commit. Tantivy stamps that writer's first operation with the last commit's opstamp, which
+/// is also the delete opstamp of the segment the last commit deleted from; the merge skips a
+/// delete of that opstamp in that segment yet goes on past it. The next run's first delete
+/// must still hold: the passage it replaced never comes back.
+#[test]
+fn a_merge_begun_again_after_a_kill_never_brings_back_a_replaced_passage() {
+    let env = Env::empty();
+    let note = |name: &str, version: u32| {
+        env.write(
+            &format!("{name}.md"),
+            &format!(
+                "# Note {name}\n\nThis is note {name}, version {version}. One short paragraph.\n"
+            ),
+        );
+    };
+    let args = ingest_args(&env);
+    let ingest = || env.json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    // One passage a run, so one segment a commit: the eighth commit merges the eight segments
+    // into one of eight passages, and six more runs leave seven segments.
+    for i in 1..=14 {
+        note(&format!("n{i}"), 1);
+        ingest();
+    }
+    let (_, segments) = committed_segments(&env);
+    assert_eq!(segments.len(), 7, "{segments:?}");
+    assert!(segments.contains(&(8, None)), "{segments:?}");
+    // Replacing a passage of the merged segment gives it a delete at this commit's opstamp, and
+    // an eighth segment: the merge the commit begins is killed.
+    note("n1", 2);
+    run_crashing(&env, &args, "tantivy.merge_file_created");
+    let (opstamp, segments) = committed_segments(&env);
+    assert_eq!(segments.len(), 8, "{segments:?}");
+    assert!(segments.contains(&(8, Some(opstamp))), "{segments:?}");
+    // The next writer's first delete replaces another passage of that segment; its commit
+    // begins the merge again.
+    note("n2", 2);
+    ingest();
+    env.assert_verified();
+    assert_eq!(env.export(), clean_export(&env.docs));
+}
+
 #[test]
 fn crash_between_two_batches_keeps_the_batches_before_it() {
     let env = changed_env();

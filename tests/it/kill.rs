@@ -344,7 +344,7 @@ fn sigkill_during_a_mixed_format_ingest_heals() {
             .map(String::from)
             .to_vec(),
         rebuild_every: 0,
-        default_rounds: 8,
+        default_rounds: 24,
     };
     soak.run(&mut rng, |rng, round| {
         for _ in 0..60 {
