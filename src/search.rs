@@ -950,9 +950,7 @@ fn search_page_in(
     let (query_vector, mode, query_error) = embed_query(sources_in, request, mode)?;
     // The documents the query names exactly come first: the same on every page of a snapshot.
     let named = named_passages(snapshot, ledger, &request.query, allowed.as_ref(), &config)?;
-    // One hit past the page says whether another page follows.
-    let wanted = end + 1;
-    let hits = ranked_hits(
+    let folded = ranked_hits(
         sources_in,
         ledger,
         request,
@@ -960,11 +958,11 @@ fn search_page_in(
         query_vector.as_deref(),
         allowed.as_ref(),
         &named,
-        wanted,
+        end,
         &config,
     )?;
-    let more = hits.len() > end && end < MAX_PAGED_HITS;
-    let mut page: Vec<Hit> = hits.into_iter().skip(offset).take(end - offset).collect();
+    let more = folded.more && end < MAX_PAGED_HITS;
+    let mut page: Vec<Hit> = folded.hits.into_iter().skip(offset).collect();
     add_snippets(&mut page, snapshot, mode, &request.query, &config)?;
     let semantic = sources_in.semantic_status(request.mode, mode, query_error.as_ref());
     let semantic_unavailable = match (&semantic.state, semantic.reason) {
@@ -1075,8 +1073,9 @@ fn embed_query(
     Ok((query_vector, mode, query_error))
 }
 
-/// The hits up to `wanted`, ranked (the named documents first), folded and floored: a pass
-/// that finds too few asks its legs for four times as many candidates, until they run out.
+/// The hits up to `end`, ranked (the named documents first), folded and floored, and whether
+/// another follows: a pass that finds too few asks its legs for four times as many candidates,
+/// until they run out.
 #[allow(
     clippy::too_many_arguments,
     reason = "the parts of one search, each as the caller holds it"
@@ -1089,15 +1088,16 @@ fn ranked_hits(
     query_vector: Option<&[f32]>,
     allowed: Option<&std::sync::Arc<std::collections::HashSet<u64>>>,
     named: &[IndexHit],
-    wanted: usize,
+    end: usize,
     config: &QueryConfig,
-) -> Result<Vec<Hit>> {
-    // A hybrid leg never has fewer than the fusion's anchor, so a hit scores the same on every page.
-    let mut limit = wanted * 2 + 8;
+) -> Result<Folded> {
+    // Room for the page, one passage past it and repeats. A hybrid leg never has fewer than
+    // the fusion's anchor, so a hit scores the same on every page.
+    let mut limit = (end + 1) * 2 + 8;
     if mode == Mode::Hybrid {
         limit = limit.max(FUSION_ANCHOR);
     }
-    let hits = loop {
+    let folded = loop {
         let (raw, exhausted) = candidates(
             sources_in,
             mode,
@@ -1109,13 +1109,13 @@ fn ranked_hits(
         )?;
         let ranked = named_first(named, raw, mode);
         let ranked = with_similarity(ranked, sources_in.vectors, query_vector, request.min_score);
-        let hits = fold(ledger, ranked, wanted)?;
-        if hits.len() >= wanted || exhausted || limit >= 16 * MAX_PAGED_HITS {
-            break hits;
+        let folded = fold(ledger, ranked, end)?;
+        if folded.more || exhausted || limit >= 16 * MAX_PAGED_HITS {
+            break folded;
         }
         limit *= 4;
     };
-    Ok(hits)
+    Ok(folded)
 }
 
 /// Gives each hit of the page its snippet: the query's words marked, or the passage's opening
@@ -1258,14 +1258,17 @@ fn named_first(named: &[IndexHit], ranked: Vec<Candidate>, mode: Mode) -> Vec<Ca
     first
 }
 
-/// The first `wanted` distinct passages among the candidates, best first, each with the
-/// sources of every candidate that repeats its text (the same passage under another heading).
-/// Text and sources are read from the ledger only for the candidates kept or folded in; a
-/// candidate the ledger no longer holds was removed after the commit the snapshot holds, and is
-/// dropped. Snippets are left empty.
-fn fold(ledger: &Ledger, raw: Vec<Candidate>, wanted: usize) -> Result<Vec<Hit>> {
-    let mut hits: Vec<Hit> = Vec::with_capacity(wanted);
+/// The first `end` distinct passages among the candidates, best first, each with the sources of
+/// every candidate that repeats its text (the same passage under another heading), and whether
+/// another distinct passage follows them (`more`: another page). Text and sources are read
+/// from the ledger only for the candidates kept or folded in; past the last kept passage, a
+/// candidate whose text key the index gave is only looked up. A candidate the ledger no longer
+/// holds was removed after the commit the snapshot holds, and is dropped. Snippets are left
+/// empty.
+fn fold(ledger: &Ledger, raw: Vec<Candidate>, end: usize) -> Result<Folded> {
+    let mut hits: Vec<Hit> = Vec::with_capacity(end);
     let mut by_text: HashMap<u64, usize> = HashMap::new();
+    let mut more = false;
     for candidate in raw {
         // A candidate that repeats a kept passage adds its sources to it: its text is known.
         if let Some(&kept) = candidate.text_key.and_then(|key| by_text.get(&key)) {
@@ -1276,7 +1279,10 @@ fn fold(ledger: &Ledger, raw: Vec<Candidate>, wanted: usize) -> Result<Vec<Hit>>
             );
             continue;
         }
-        if hits.len() == wanted && candidate.text_key.is_some() {
+        if hits.len() == end && candidate.text_key.is_some() {
+            // Another passage, which only tells that a page follows: whether the ledger holds
+            // it is one look-up, not a read of its text and sources.
+            more = more || ledger.holds_chunk_with_source(&candidate.id)?;
             continue;
         }
         // A new passage, or one found by meaning alone, which comes without its text's key:
@@ -1295,7 +1301,8 @@ fn fold(ledger: &Ledger, raw: Vec<Candidate>, wanted: usize) -> Result<Vec<Hit>>
             add_sources(&mut hits[kept], sources);
             continue;
         }
-        if hits.len() == wanted {
+        if hits.len() == end {
+            more = true;
             continue;
         }
         by_text.insert(key, hits.len());
@@ -1315,7 +1322,13 @@ fn fold(ledger: &Ledger, raw: Vec<Candidate>, wanted: usize) -> Result<Vec<Hit>>
         add_sources(&mut hit, sources);
         hits.push(hit);
     }
-    Ok(hits)
+    Ok(Folded { hits, more })
+}
+
+/// What `fold` keeps: the page's passages up to its end, and whether another follows.
+struct Folded {
+    hits: Vec<Hit>,
+    more: bool,
 }
 
 /// The ranked candidates of one pass, best first, and whether every leg returned fewer than

@@ -1261,4 +1261,36 @@ mod tests {
         store.index.reload().expect("reload");
         assert_eq!(store.index.num_chunks(), 2);
     }
+
+    /// The look-up a search makes of the passage past its page finds a chunk exactly when the
+    /// read of a kept passage would: held by the ledger and named by a source.
+    #[test]
+    fn a_chunk_is_held_with_a_source_exactly_when_its_text_and_sources_read() {
+        let dir = tempfile::tempdir().expect("temp store");
+        let (mut store, _) =
+            Store::open_writer(dir.path(), LockWait::NoWait, Default::default(), None)
+                .expect("open store");
+        let root = store.ensure_root("/corpus").expect("root");
+        let mut batch = Batch::new(root);
+        batch.upserts.push(upsert(1));
+        batch.upserts.push(upsert(2));
+        store.commit(&batch).expect("commit");
+        let mut batch = Batch::new(root);
+        batch.deletes.push("1.md".to_string());
+        store.commit(&batch).expect("commit");
+        let ledger = store.ledger();
+        for (seed, held) in [(1, false), (2, true), (3, false)] {
+            let id = ChunkId::from_bytes([seed; 32]);
+            assert_eq!(
+                ledger.holds_chunk_with_source(&id).expect("look up"),
+                held,
+                "chunk {seed}"
+            );
+            assert_eq!(
+                ledger.chunk_with_sources(&id).expect("read").is_some(),
+                held,
+                "chunk {seed}"
+            );
+        }
+    }
 }

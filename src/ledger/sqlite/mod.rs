@@ -658,6 +658,28 @@ impl Ledger {
         Ok(sorted_sources(places))
     }
 
+    /// Whether `chunk_with_sources` would find the chunk (the ledger holds it and a source names
+    /// it), without reading its text or its places: what a search needs of the passage past its
+    /// page.
+    pub(crate) fn holds_chunk_with_source(&self, id: &ChunkId) -> Result<bool> {
+        if !self.has_links {
+            return Ok(self.chunk_with_sources(id)?.is_some());
+        }
+        const CONTEXT: &str = "look a chunk up";
+        self.conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1
+                 FROM chunks c
+                 JOIN doc_chunk_links l ON l.chunk_row = c.chunk_row
+                 JOIN documents d ON d.doc_row = l.doc_row
+                 JOIN sources s ON s.doc_hash = d.doc_hash
+                 JOIN roots r ON r.root_id = s.root_id
+                 WHERE c.chunk_id = ?1)",
+            )
+            .and_then(|mut stmt| stmt.query_row([id.as_bytes()], |row| row.get(0)))
+            .map_err(sql_error(CONTEXT))
+    }
+
     /// A chunk the ledger holds now with every place it appears (as `chunks` and
     /// `sources_of_chunk` give them), or `None` when it holds the chunk no more or no source
     /// names it. One statement, where a search reads both for each hit: the two each looked
