@@ -1395,7 +1395,7 @@ mod tests {
         let segments: Vec<tantivy::index::SegmentId> = searcher
             .segment_readers()
             .iter()
-            .map(|segment| segment.segment_id())
+            .map(tantivy::SegmentReader::segment_id)
             .collect();
         assert_eq!(segments.len(), 2, "one segment a commit");
         let with_deletes = searcher
