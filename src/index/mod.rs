@@ -1256,7 +1256,9 @@ impl Writer {
 
     /// Why the indexing threads stopped. When one fails (the disk is full, say), `add_document`
     /// only answers "the index writer was killed"; joining the threads, as a commit does, gives
-    /// the cause. Nothing is committed: a commit that could be prepared is aborted.
+    /// the cause. Nothing is committed: a commit that could be prepared is aborted. The writer
+    /// must then be dropped, as the store does with a writer whose add failed: an abort rolls
+    /// Tantivy's writer back to the last commit's opstamp, the reuse `Index::writer` avoids.
     fn worker_error(&mut self) -> Option<tantivy::TantivyError> {
         match self.writer.prepare_commit() {
             Err(cause) => Some(cause),
@@ -1265,14 +1267,6 @@ impl Writer {
                 None
             }
         }
-    }
-
-    /// Deletes every document (for `rebuild`); nothing changes on disk until `commit`.
-    pub fn clear(&mut self) -> Result<()> {
-        self.writer
-            .delete_all_documents()
-            .map_err(index_error("clear"))?;
-        Ok(())
     }
 
     /// Commits everything given so far, atomically, with `generation` as the payload.
