@@ -1196,6 +1196,14 @@ mod tests {
         }
     }
 
+    /// A store opened for writing in `dir`, with the root of its batches.
+    fn store_with_root(dir: &std::path::Path) -> (Store, crate::ledger::RootId) {
+        let (mut store, _) = Store::open_writer(dir, LockWait::NoWait, Default::default(), None)
+            .expect("open store");
+        let root = store.ensure_root("/corpus").expect("root");
+        (store, root)
+    }
+
     /// The work `open_writer_then` starts (a run's walk) starts only once the store is this
     /// writer's alone, and what it made is handed back.
     #[test]
@@ -1234,10 +1242,7 @@ mod tests {
     #[test]
     fn a_run_is_indexed_as_its_size_says_even_after_a_writer_opened() {
         let dir = tempfile::tempdir().expect("temp store");
-        let (mut store, _) =
-            Store::open_writer(dir.path(), LockWait::NoWait, Default::default(), None)
-                .expect("open store");
-        let root = store.ensure_root("/corpus").expect("root");
+        let (mut store, root) = store_with_root(dir.path());
         let mut batch = Batch::new(root);
         batch.upserts.push(upsert(1));
         store.stage(&batch).expect("stage");
@@ -1267,10 +1272,7 @@ mod tests {
     #[test]
     fn a_chunk_is_held_with_a_source_exactly_when_its_text_and_sources_read() {
         let dir = tempfile::tempdir().expect("temp store");
-        let (mut store, _) =
-            Store::open_writer(dir.path(), LockWait::NoWait, Default::default(), None)
-                .expect("open store");
-        let root = store.ensure_root("/corpus").expect("root");
+        let (mut store, root) = store_with_root(dir.path());
         let mut batch = Batch::new(root);
         batch.upserts.push(upsert(1));
         batch.upserts.push(upsert(2));
