@@ -7,6 +7,25 @@ use groundidx::store::{LockWait, WriterLock};
 
 use crate::support::{Env, await_line, clean_export};
 
+/// An `ingest --json --wait 600 -v` of `docs`, once it has said that it waits for the lock; its
+/// stderr is read on by the thread returned.
+fn spawn_waiting_ingest(
+    env: &Env,
+    docs: &str,
+) -> (std::process::Child, std::thread::JoinHandle<String>) {
+    let mut child = env
+        .command(&["ingest", docs, "--json", "--wait", "600", "-v"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn a waiting ingest");
+    let stderr = await_line(
+        child.stderr.take().expect("stderr"),
+        "another writer holds the store; waiting",
+    );
+    (child, stderr)
+}
+
 #[test]
 fn a_second_writer_exits_75_and_readers_go_on() {
     let env = Env::sample();
@@ -48,16 +67,7 @@ fn a_second_writer_exits_75_and_readers_go_on() {
     );
 
     // A waiting writer says so, then goes on once the lock is free.
-    let mut waiting = env
-        .command(&["ingest", docs, "--json", "--wait", "600", "-v"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn ingest");
-    let stderr = await_line(
-        waiting.stderr.take().expect("stderr"),
-        "another writer holds the store; waiting",
-    );
+    let (mut waiting, stderr) = spawn_waiting_ingest(&env, docs);
     assert!(
         waiting.try_wait().expect("poll ingest").is_none(),
         "the writer stopped waiting while the lock was held"
@@ -114,16 +124,7 @@ fn a_waiting_run_walks_only_once_it_holds_the_lock() {
         .expect("spawn the first ingest");
     crate::support::wait_paused(&pause, &mut first);
     // The second waits for it; a walk started now would not see the file written next.
-    let mut second = env
-        .command(&["ingest", docs, "--json", "--wait", "600", "-v"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the second ingest");
-    let stderr = await_line(
-        second.stderr.take().expect("stderr"),
-        "another writer holds the store; waiting",
-    );
+    let (second, stderr) = spawn_waiting_ingest(&env, docs);
     std::thread::sleep(std::time::Duration::from_millis(300));
     env.write(
         "arrived.md",
