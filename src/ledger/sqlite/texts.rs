@@ -19,7 +19,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rusqlite::types::{ToSqlOutput, Type, ValueRef};
 use rusqlite::{Connection, OptionalExtension};
@@ -161,13 +161,27 @@ impl Samples {
 pub struct Dictionary {
     id: u8,
     bytes: Vec<u8>,
-    encoder: zstd::dict::EncoderDictionary<'static>,
+    /// zstd's tables for compressing with it (about 800 KB to fill), made when a packer first
+    /// needs them: a run reads the ledger's dictionary at every batch, mostly to compare it.
+    encoder: OnceLock<zstd::dict::EncoderDictionary<'static>>,
 }
 
 impl Dictionary {
-    fn new(id: u8, bytes: Vec<u8>) -> std::io::Result<Dictionary> {
-        let encoder = zstd::dict::EncoderDictionary::try_copy(&bytes, LEVEL)?;
-        Ok(Dictionary { id, bytes, encoder })
+    fn new(id: u8, bytes: Vec<u8>) -> Dictionary {
+        Dictionary {
+            id,
+            bytes,
+            encoder: OnceLock::new(),
+        }
+    }
+
+    /// The tables to compress with, made at the first call.
+    fn encoder(&self) -> std::io::Result<&zstd::dict::EncoderDictionary<'static>> {
+        if let Some(encoder) = self.encoder.get() {
+            return Ok(encoder);
+        }
+        let made = zstd::dict::EncoderDictionary::try_copy(&self.bytes, LEVEL)?;
+        Ok(self.encoder.get_or_init(|| made))
     }
 
     /// A dictionary trained from `samples` (the texts of a batch) when they are enough to
@@ -189,7 +203,7 @@ impl Dictionary {
             .max(1);
         let picked: Vec<&[u8]> = samples.step_by(step).map(prefix).collect();
         match zstd::dict::from_samples(&picked, DICTIONARY_BYTES)
-            .and_then(|bytes| Dictionary::new(1, bytes))
+            .map(|bytes| Dictionary::new(1, bytes))
         {
             Ok(dictionary) => Some(dictionary),
             // Too few distinct samples: this batch is written without, and the next large
@@ -226,9 +240,7 @@ impl Dictionary {
         };
         let id = u8::try_from(named).map_err(|_| damaged("is out of range".into()))?;
         let bytes = load_dictionary(conn, id)?.ok_or_else(|| damaged("is missing".into()))?;
-        Dictionary::new(id, bytes)
-            .map(Some)
-            .map_err(|err| damaged(format!("cannot be loaded ({err})")))
+        Ok(Some(Dictionary::new(id, bytes)))
     }
 
     fn is(&self, other: &Dictionary) -> bool {
@@ -260,9 +272,9 @@ impl<'d> Packer<'d> {
     /// A packer that shares the dictionary's prepared tables (for the threads of a batch).
     pub(crate) fn new(dictionary: Option<&'d Dictionary>) -> Result<Packer<'d>> {
         let compressor = match dictionary {
-            Some(dictionary) => {
-                zstd::bulk::Compressor::with_prepared_dictionary(&dictionary.encoder)
-            }
+            Some(dictionary) => dictionary
+                .encoder()
+                .and_then(zstd::bulk::Compressor::with_prepared_dictionary),
             None => zstd::bulk::Compressor::new(LEVEL),
         };
         Packer::with(dictionary.map_or(0, |dictionary| dictionary.id), compressor)
@@ -351,7 +363,9 @@ impl PackedTexts {
 /// Writes the text values of one transaction, with the ledger's dictionary when it has one.
 pub(crate) struct TextWriter {
     dictionary: Option<Arc<Dictionary>>,
-    packer: Packer<'static>,
+    /// Made at the first value not packed before the transaction: a run's batches come
+    /// packed, and a one-file edit would spend more making it than writing its rows.
+    packer: Option<Packer<'static>>,
 }
 
 impl TextWriter {
@@ -395,20 +409,26 @@ impl TextWriter {
                 new
             }
         };
-        let packer = match &dictionary {
-            // Its own copy of the tables: the writer outlives no borrow.
-            Some(dictionary) => Packer::with(
-                dictionary.id,
-                zstd::bulk::Compressor::with_dictionary(LEVEL, &dictionary.bytes),
-            )?,
-            None => Packer::new(None)?,
-        };
-        Ok(TextWriter { dictionary, packer })
+        Ok(TextWriter {
+            dictionary,
+            packer: None,
+        })
     }
 
     /// The value to store for `text`: compressed when that is smaller, else the text itself.
     pub(crate) fn value<'a>(&mut self, text: &'a str) -> Result<ToSqlOutput<'a>> {
-        Ok(match self.packer.pack(text)? {
+        let packer = match &mut self.packer {
+            Some(packer) => packer,
+            None => self.packer.insert(match &self.dictionary {
+                // Its own copy of the tables: the writer outlives no borrow.
+                Some(dictionary) => Packer::with(
+                    dictionary.id,
+                    zstd::bulk::Compressor::with_dictionary(LEVEL, &dictionary.bytes),
+                )?,
+                None => Packer::new(None)?,
+            }),
+        };
+        Ok(match packer.pack(text)? {
             Some(blob) => ToSqlOutput::Owned(rusqlite::types::Value::Blob(blob)),
             None => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
         })
@@ -667,6 +687,44 @@ mod tests {
                 pages: None,
             })
             .collect()
+    }
+
+    #[test]
+    fn compression_tables_are_made_only_when_a_value_is_compressed() {
+        let conn = ledger();
+        let texts = passages(1500, 8);
+        let trained = Dictionary::train(texts.iter().map(String::as_str)).expect("trained");
+        assert!(trained.encoder.get().is_none(), "training made the tables");
+        let mut writer =
+            TextWriter::for_transaction(&conn, Some(&Arc::new(trained)), std::iter::empty())
+                .expect("writer");
+        assert!(
+            writer.packer.is_none(),
+            "a writer made its compressor at once"
+        );
+        // The ledger's dictionary, read back (as a run does at every batch), makes none either.
+        let held = Dictionary::of_ledger(&conn)
+            .expect("read")
+            .expect("the ledger holds the dictionary");
+        assert!(
+            held.encoder.get().is_none(),
+            "reading the dictionary made the tables"
+        );
+        // Packers of a batch share the tables, made once; the writer makes its own when a
+        // value reaches it unpacked, and the values read back as the text either way.
+        let held = Arc::new(held);
+        let chunks = chunks(&texts[..3]);
+        let mut packer = Packer::new(Some(&held)).expect("packer");
+        let packed = PackedTexts::of(&chunks, &mut packer, Some(&held)).expect("packed");
+        let made = held.encoder.get().expect("the packer made the tables") as *const _;
+        let _second = Packer::new(Some(&held)).expect("packer");
+        assert!(std::ptr::eq(held.encoder.get().expect("tables"), made));
+        assert!(
+            packed.values[0][1].is_some(),
+            "a passage was not compressed"
+        );
+        assert_eq!(round_trip(&conn, &mut writer, &texts[..3]), texts[..3]);
+        assert!(writer.packer.is_some());
     }
 
     #[test]
