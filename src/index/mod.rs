@@ -1172,6 +1172,9 @@ pub struct Writer {
 }
 
 impl Writer {
+    /// Up to this many chunk IDs are deleted a term at a time (`delete`).
+    const DELETED_TERM_BY_TERM: usize = 16;
+
     /// How many threads it indexes with.
     pub fn indexing(&self) -> Indexing {
         self.indexing
@@ -1180,16 +1183,20 @@ impl Writer {
     /// Deletes every document whose chunk ID begins with the same 64 bits as one of `ids`
     /// (`ChunkId::short`): these chunks, and any other that shares a key, which the caller adds
     /// back. Always called before `add` for the same IDs, so applying a change twice leaves
-    /// exactly one copy. One delete operation for all of them: Tantivy keeps every delete
-    /// until the next commit, each as a compiled query (a term's takes over a kilobyte), so
-    /// one per chunk held 680 MB by the end of a 100k-file run.
+    /// exactly one copy. Many IDs are one delete operation: Tantivy keeps every delete until
+    /// the next commit, each as a compiled query (a term's takes over a kilobyte), so one per
+    /// chunk held 680 MB by the end of a 100k-file run. A few are a delete of each term: the
+    /// set's query compiles its terms into an FST, whose builder first fills a table of 20,000
+    /// cells: most of the time a one-file edit spent deleting.
     pub fn delete(&mut self, ids: &[ChunkId]) -> Result<()> {
-        if ids.is_empty() {
+        let term = |id: &ChunkId| Term::from_field_u64(self.fields.id[0], id.short());
+        if ids.len() <= Self::DELETED_TERM_BY_TERM {
+            for id in ids {
+                self.writer.delete_term(term(id));
+            }
             return Ok(());
         }
-        let terms = ids
-            .iter()
-            .map(|id| Term::from_field_u64(self.fields.id[0], id.short()));
+        let terms = ids.iter().map(term);
         self.writer
             .delete_query(Box::new(tantivy::query::TermSetQuery::new(terms)))
             .map_err(index_error("delete chunks"))?;
@@ -1413,6 +1420,54 @@ mod tests {
         let mut expected = vec![chunk("beta one").to_hex(), chunk("beta two").to_hex()];
         expected.sort();
         assert_eq!(index.chunk_ids().expect("chunk ids"), expected);
+    }
+
+    /// A few IDs are deleted a term at a time, more as one set: either way exactly those
+    /// chunks leave, in the segments committed before and in the writer's own.
+    #[test]
+    fn a_delete_removes_exactly_its_chunks_term_by_term_or_as_a_set() {
+        use crate::ids::{ChunkId, Generation, chunk_id};
+        let labels = super::ChunkLabels::default();
+        let chunk = |n: usize| -> ChunkId { chunk_id(&[], &format!("passage {n}")) };
+        let limit = super::Writer::DELETED_TERM_BY_TERM;
+        for deleted in [1, limit, limit + 1, 3 * limit] {
+            let dir = tempfile::tempdir().expect("a temporary folder");
+            let index = Index::open_or_create(&dir.path().join("index")).expect("an index");
+            let mut writer = index.writer(Indexing::Long).expect("a writer");
+            let total = 8 * limit;
+            for n in 0..total {
+                let text = format!("passage {n}");
+                writer
+                    .add(&super::IndexedChunk {
+                        id: chunk(n),
+                        heading_path: &[],
+                        text: &text,
+                        labels: &labels,
+                    })
+                    .expect("add");
+                // Half the chunks in a committed segment, half in the writer's next.
+                if n + 1 == total / 2 {
+                    writer.commit(Generation(1)).expect("commit");
+                }
+            }
+            // Every other chunk, from both halves.
+            let gone: Vec<ChunkId> = (0..deleted).map(|k| chunk(2 * k + 1)).collect();
+            writer.delete(&gone).expect("delete");
+            writer.commit(Generation(2)).expect("commit");
+            writer.finish().expect("finish");
+            index.reload().expect("reload");
+            let mut expected: Vec<String> = (0..total)
+                .map(chunk)
+                .filter(|id| !gone.contains(id))
+                .map(|id| id.to_hex())
+                .collect();
+            expected.sort();
+            assert_eq!(
+                index.chunk_ids().expect("chunk ids"),
+                expected,
+                "{deleted} deleted"
+            );
+        }
     }
 
     #[test]
