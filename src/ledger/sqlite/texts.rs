@@ -272,9 +272,16 @@ impl<'d> Packer<'d> {
     /// A packer that shares the dictionary's prepared tables (for the threads of a batch).
     pub(crate) fn new(dictionary: Option<&'d Dictionary>) -> Result<Packer<'d>> {
         let compressor = match dictionary {
-            Some(dictionary) => dictionary
-                .encoder()
-                .and_then(zstd::bulk::Compressor::with_prepared_dictionary),
+            Some(dictionary) => {
+                let encoder = dictionary.encoder().map_err(|err| {
+                    Error::LedgerDamaged(format!(
+                        "its chunk text dictionary {} cannot be loaded ({err}), so its \
+                         compressed rows cannot be read",
+                        dictionary.id
+                    ))
+                })?;
+                zstd::bulk::Compressor::with_prepared_dictionary(encoder)
+            }
             None => zstd::bulk::Compressor::new(LEVEL),
         };
         Packer::with(dictionary.map_or(0, |dictionary| dictionary.id), compressor)
@@ -725,6 +732,22 @@ mod tests {
         );
         assert_eq!(round_trip(&conn, &mut writer, &texts[..3]), texts[..3]);
         assert!(writer.packer.is_some());
+    }
+
+    #[test]
+    fn a_dictionary_zstd_cannot_load_is_a_damaged_ledger_when_first_used() {
+        // A dictionary's magic number, then no valid tables.
+        let mut bytes = 0xEC30_A437_u32.to_le_bytes().to_vec();
+        bytes.extend([0u8; 64]);
+        let damaged = Dictionary::new(3, bytes);
+        let err = Packer::new(Some(&damaged))
+            .err()
+            .expect("a packer with a damaged dictionary");
+        let message = err.to_string();
+        assert!(
+            message.contains("chunk text dictionary 3 cannot be loaded"),
+            "{message}"
+        );
     }
 
     #[test]
